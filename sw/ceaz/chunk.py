@@ -1,0 +1,196 @@
+"""One chunk through the pipeline: quantizer, predictor, symbols, entropy coder, packer.
+
+`encode_chunk` is what the hardware does to one chunk; `decode_chunks` is its inverse for a
+batch of chunks at once (vectorised across chunks and sync segments). The fast compiled path
+(`ceaz._jit`) and this numpy reference produce the same bytes; `use_jit` picks one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import format as fmt
+from . import huffman, packer, predictor, quantizer, symbols
+from .errors import CorruptStreamError
+from .quantizer import KIND_FILL, KIND_NORMAL, KIND_VERBATIM, QuantParams
+from .tiling import Box
+
+_OUTLIER_MASK = (1 << fmt.OUTLIER_BITS) - 1
+
+
+@dataclass
+class EncodedChunk:
+    """A chunk's coded form plus what the encoder keeps for adapting the next codebook."""
+
+    box: Box
+    lengths: np.ndarray
+    payload: bytes
+    payload_bits: int
+    sync: np.ndarray
+    hist: np.ndarray
+    n_outlier: int
+    n_verbatim: int
+    n_fill: int
+
+
+@dataclass(frozen=True)
+class Coding:
+    """Stream-wide settings every chunk shares."""
+
+    qp: QuantParams
+    radius: int
+    sync_interval: int
+
+
+def _uint_view(x: np.ndarray) -> np.ndarray:
+    return x.view(np.uint32 if x.dtype.itemsize == 4 else np.uint64)
+
+
+def chunk_symbols(values: np.ndarray, coding: Coding):
+    """Symbols, raw escape fields and raw widths of a (z, y, x) box of values."""
+    x = np.ascontiguousarray(values).reshape(-1)
+    q, kind = quantizer.prequantize(x, coding.qp)
+    delta = predictor.residuals(q.reshape(values.shape)).reshape(-1)
+    sym = symbols.encode(delta, kind, coding.radius)
+    raw = np.where(sym == fmt.SYM_OUTLIER, delta & _OUTLIER_MASK, 0).astype(np.uint64)
+    verbatim = kind == KIND_VERBATIM
+    raw[verbatim] = _uint_view(x)[verbatim]
+    return sym, raw, symbols.raw_widths(sym, coding.radius, x.dtype)
+
+
+def encode_chunk(
+    values: np.ndarray, box: Box, coding: Coding, lengths: np.ndarray, use_jit: bool = True
+) -> EncodedChunk:
+    if values.shape != box.shape:
+        raise ValueError(f"chunk values have shape {values.shape!r}, box is {box.shape!r}")
+    sym, raw, raw_lens = chunk_symbols(values, coding)
+    codes = huffman.canonical_codes(lengths)
+    if use_jit:
+        from . import _jit
+
+        payload, bits, starts = _jit.pack(sym, raw, raw_lens, codes, lengths)
+    else:
+        payload, bits, starts = packer.pack(codes[sym], lengths[sym], raw, raw_lens)
+    k = coding.sync_interval
+    hist = np.bincount(sym, minlength=fmt.n_symbols(coding.radius)).astype(np.uint64)
+    r = coding.radius
+    return EncodedChunk(
+        box=box,
+        lengths=np.asarray(lengths, dtype=np.uint8),
+        payload=payload,
+        payload_bits=bits,
+        sync=starts[k::k].astype(np.uint32),
+        hist=hist,
+        n_outlier=int(hist[fmt.SYM_OUTLIER]),
+        n_verbatim=int(hist[fmt.sym_verbatim(r)]),
+        n_fill=int(hist[fmt.sym_fill(r)]),
+    )
+
+
+@dataclass
+class ChunkPayload:
+    """What the decoder needs of one chunk, parsed and CRC-checked by the container."""
+
+    box: Box
+    lengths: np.ndarray
+    payload: bytes
+    payload_bits: int
+    sync: np.ndarray
+
+
+def _raw_width_table(radius: int, dtype: np.dtype) -> np.ndarray:
+    w = np.zeros(fmt.n_symbols(radius), dtype=np.int64)
+    w[fmt.SYM_OUTLIER] = fmt.OUTLIER_BITS
+    w[fmt.sym_verbatim(radius)] = fmt.VALUE_BITS[np.dtype(dtype)]
+    return w
+
+
+def decode_symbols(chunks: list[ChunkPayload], coding: Coding):
+    """Symbols and raw fields of a batch of chunks, decoded across all their sync segments."""
+    k = coding.sync_interval
+    tables, starts, counts, seg_table, blobs = [], [], [], [], []
+    base_bits = 0
+    for i, c in enumerate(chunks):
+        tables.append(huffman.decode_table(c.lengths))
+        seg = np.concatenate(([0], c.sync.astype(np.int64)))
+        starts.append(seg + base_bits)
+        n = c.box.size
+        counts.append(np.minimum(k, n - k * np.arange(len(seg))))
+        seg_table.append(np.full(len(seg), i))
+        blob = c.payload + bytes(-len(c.payload) % 8 + 8)  # keep chunks word-aligned
+        blobs.append(blob)
+        base_bits += 8 * len(blob)
+    words = packer.as_words(b"".join(blobs))
+    starts = np.concatenate(starts)
+    counts = np.concatenate(counts)
+    sym, raw, ends = packer.unpack(
+        words,
+        starts,
+        counts,
+        np.concatenate(seg_table),
+        np.stack(tables),
+        _raw_width_table(coding.radius, coding.qp.dtype),
+    )
+    segments = _split(starts, chunks)
+    expected_end = np.concatenate(
+        [np.append(s[1:], s[0] + c.payload_bits) for s, c in zip(segments, chunks, strict=True)]
+    )
+    bad = np.flatnonzero(ends != expected_end)
+    if len(bad):
+        raise CorruptStreamError(
+            f"sync segment {int(bad[0])} ends at bit {int(ends[bad[0]])}, "
+            f"expected {int(expected_end[bad[0]])}: the payload does not decode cleanly"
+        )
+    return sym, raw
+
+
+def _split(starts: np.ndarray, chunks: list[ChunkPayload]) -> list[np.ndarray]:
+    sizes = [len(c.sync) + 1 for c in chunks]
+    return np.split(starts, np.cumsum(sizes)[:-1])
+
+
+def values_from_symbols(
+    sym: np.ndarray, raw: np.ndarray, box: Box, coding: Coding
+) -> np.ndarray:
+    """Invert symbols, prediction and prequantization for one chunk."""
+    r = coding.radius
+    qp = coding.qp
+    delta, kind = symbols.decode(sym, r)
+    outlier = sym == fmt.SYM_OUTLIER
+    d_out = raw[outlier].astype(np.int64)
+    sign = d_out >> (fmt.OUTLIER_BITS - 1)
+    delta[outlier] = d_out - (sign << fmt.OUTLIER_BITS)
+    escaped = kind != KIND_NORMAL
+    q = predictor.reconstruct(delta.reshape(box.shape), escaped.reshape(box.shape)).reshape(-1)
+    if np.abs(q).max(initial=0) >= fmt.Q_LIMIT:
+        raise CorruptStreamError(f"chunk {box.index}: a prequantized value is out of range")
+    x = quantizer.reconstruct(q, qp)
+    xu = _uint_view(x)
+    verbatim = kind == KIND_VERBATIM
+    xu[verbatim] = raw[verbatim].astype(xu.dtype)
+    if qp.fill_bits is not None:
+        xu[kind == KIND_FILL] = qp.fill_bits
+    elif (kind == KIND_FILL).any():
+        raise CorruptStreamError(f"chunk {box.index}: fill symbol in a stream without fill value")
+    return x.reshape(box.shape)
+
+
+def decode_chunks(
+    chunks: list[ChunkPayload], coding: Coding, use_jit: bool = True
+) -> list[np.ndarray]:
+    """Values of each chunk, as (z, y, x) boxes."""
+    if not chunks:
+        return []
+    if use_jit:
+        from . import _jit
+
+        return [_jit.decode_chunk(c, coding) for c in chunks]
+    sym, raw = decode_symbols(chunks, coding)
+    out, base = [], 0
+    for c in chunks:
+        n = c.box.size
+        out.append(values_from_symbols(sym[base : base + n], raw[base : base + n], c.box, coding))
+        base += n
+    return out

@@ -1,0 +1,158 @@
+"""Canonical, length-limited Huffman codebooks: construction, codes and decoding tables.
+
+The construction is specified step by step in docs/format.md ("Codebook construction")
+because the RTL builds the same books on chip: every tie is broken by symbol index, so a
+histogram determines its code lengths exactly. Hand-written (no library) for that reason.
+"""
+
+from __future__ import annotations
+
+from functools import cache, lru_cache
+from importlib import resources
+
+import numpy as np
+
+from . import format as fmt
+
+
+def weights_from_histogram(hist: np.ndarray) -> np.ndarray:
+    """Add-one smoothing: every symbol keeps a code, so any chunk can be coded with any book."""
+    return np.asarray(hist, dtype=np.uint64) + np.uint64(1)
+
+
+def _huffman_depths(weights: np.ndarray) -> np.ndarray:
+    """Leaf depths of the two-queue Huffman tree, leaves in (weight, symbol) ascending order."""
+    n = len(weights)
+    order = np.lexsort((np.arange(n), weights))
+    leaf_w = [int(v) for v in weights[order]]
+    node_w: list[int] = []
+    parent = [0] * (2 * n - 1)  # leaves 0..n-1 (sorted order), internal nodes n..2n-2
+    i = j = 0
+
+    def take() -> tuple[int, int]:
+        nonlocal i, j
+        if i < n and (j >= len(node_w) or leaf_w[i] <= node_w[j]):
+            i += 1
+            return i - 1, leaf_w[i - 1]
+        j += 1
+        return n + j - 1, node_w[j - 1]
+
+    for _ in range(n - 1):
+        a, wa = take()
+        b, wb = take()
+        parent[a] = parent[b] = n + len(node_w)
+        node_w.append(wa + wb)
+    depth = [0] * (2 * n - 1)
+    for k in range(2 * n - 3, -1, -1):  # parents are created after their children
+        depth[k] = depth[parent[k]] + 1
+    return np.array(depth[:n], dtype=np.int64)
+
+
+def _limit_counts(bl_count: list[int], max_len: int) -> list[int]:
+    """Move leaves above max_len up the tree (JPEG Annex K.3); keeps the code complete."""
+    for i in range(len(bl_count) - 1, max_len, -1):
+        while bl_count[i] > 0:
+            j = i - 2
+            while bl_count[j] == 0:
+                j -= 1
+            bl_count[i] -= 2
+            bl_count[i - 1] += 1
+            bl_count[j + 1] += 2
+            bl_count[j] -= 1
+    return bl_count[: max_len + 1]
+
+
+def code_lengths(weights: np.ndarray, max_len: int = fmt.MAX_CODE_LEN) -> np.ndarray:
+    """Code length per symbol (uint8) for positive integer weights.
+
+    1. Huffman depths by the two-queue method on (weight, symbol) ascending order, a leaf
+       winning ties against an internal node.
+    2. Count leaves per depth and limit the depth to max_len (JPEG Annex K.3).
+    3. Hand the lengths out shortest first in (weight descending, symbol ascending) order.
+    """
+    weights = np.asarray(weights, dtype=np.uint64)
+    n = len(weights)
+    if n < 2 or (1 << max_len) < n:
+        raise ValueError(f"cannot code {n!r} symbols with codes of at most {max_len!r} bits")
+    if (weights == 0).any() or int(weights.max()) >= 1 << 62:
+        raise ValueError("weights must be in [1, 2**62) (apply weights_from_histogram)")
+    depths = _huffman_depths(weights)
+    bl_count = np.bincount(depths, minlength=max_len + 1).tolist()
+    bl_count = _limit_counts(bl_count, max_len)
+    ranked = np.lexsort((np.arange(n), -weights.astype(np.int64)))
+    lengths = np.zeros(n, dtype=np.uint8)
+    lengths[ranked] = np.repeat(np.arange(max_len + 1, dtype=np.uint8), bl_count)
+    return lengths
+
+
+def canonical_codes(lengths: np.ndarray) -> np.ndarray:
+    """Canonical code words (uint32, MSB-first) for (length, symbol) ascending order."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.lexsort((np.arange(len(lengths)), lengths))
+    codes = np.zeros(len(lengths), dtype=np.uint32)
+    code, prev = 0, int(lengths[order[0]])
+    for s in order:
+        ln = int(lengths[s])
+        code <<= ln - prev
+        codes[s] = code
+        code += 1
+        prev = ln
+    return codes
+
+
+def is_complete(lengths: np.ndarray, max_len: int = fmt.MAX_CODE_LEN) -> bool:
+    """True for a prefix code that fills the code space exactly (Kraft sum 1)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if len(lengths) < 2 or lengths.min() < 1 or lengths.max() > max_len:
+        return False
+    return int(np.sum(np.left_shift(1, max_len - lengths))) == 1 << max_len
+
+
+def decode_table(lengths: np.ndarray, max_len: int = fmt.MAX_CODE_LEN) -> np.ndarray:
+    """Lookup table over the next max_len bits: entry = symbol << 8 | length (uint32)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    codes = canonical_codes(lengths).astype(np.int64)
+    span = np.left_shift(1, max_len - lengths)
+    order = np.argsort(codes << (max_len - lengths), kind="stable")
+    entries = (np.arange(len(lengths), dtype=np.uint32) << 8) | lengths.astype(np.uint32)
+    table = np.repeat(entries[order], span[order])
+    if len(table) != 1 << max_len:
+        raise ValueError("code lengths do not form a complete prefix code")
+    return table
+
+
+# --- offline codebooks ---------------------------------------------------------------------
+
+OFFLINE_RESOURCE = "offline_histogram.npz"
+
+
+@cache
+def _offline_data() -> tuple[np.ndarray, int, int, int]:
+    with resources.files("ceaz.data").joinpath(OFFLINE_RESOURCE).open("rb") as f:
+        z = np.load(f)
+        return z["delta_hist"], int(z["beyond"]), int(z["verbatim"]), int(z["fill"])
+
+
+def offline_histogram(radius: int) -> np.ndarray:
+    """The shipped training histogram folded onto the alphabet of the given radius.
+
+    delta_hist counts residuals -H..H (H = MAX_RADIUS); residuals outside +-(radius-1) fold
+    into the outlier symbol. Reproduce the file with `python -m ceaz.train`.
+    """
+    delta_hist, beyond, verbatim, fill = _offline_data()
+    h = (len(delta_hist) - 1) // 2
+    hist = np.zeros(fmt.n_symbols(radius), dtype=np.uint64)
+    inner = delta_hist[h - radius + 1 : h + radius]
+    hist[1 : 2 * radius] = inner
+    hist[fmt.SYM_OUTLIER] = np.uint64(int(delta_hist.sum()) - int(inner.sum()) + beyond)
+    hist[fmt.sym_verbatim(radius)] = verbatim
+    hist[fmt.sym_fill(radius)] = fill
+    return hist
+
+
+@lru_cache(maxsize=64)
+def offline_lengths(radius: int) -> np.ndarray:
+    """Code lengths of the offline book that codes the first chunk(s) of every stream."""
+    lengths = code_lengths(weights_from_histogram(offline_histogram(radius)))
+    lengths.flags.writeable = False
+    return lengths
