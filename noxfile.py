@@ -40,7 +40,7 @@ def demo(session: nox.Session) -> None:
 def bench(session: nox.Session) -> None:
     """Ratio, quality and throughput beside SZ3 and ZFP; writes bench/results.{json,md}."""
     session.install("-e", ".[bench]")
-    session.run("python", "-m", "ceaz.bench", *session.posargs)
+    session.run("python", "bench/run.py", *session.posargs)
 
 
 @nox.session(python=PYTHON)

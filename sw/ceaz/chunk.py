@@ -65,14 +65,13 @@ def encode_chunk(
 ) -> EncodedChunk:
     if values.shape != box.shape:
         raise ValueError(f"chunk values have shape {values.shape!r}, box is {box.shape!r}")
-    sym, raw, raw_lens = chunk_symbols(values, coding)
-    codes = huffman.canonical_codes(lengths)
     if use_jit:
         from . import _jit
 
-        payload, bits, starts = _jit.pack(sym, raw, raw_lens, codes, lengths)
-    else:
-        payload, bits, starts = packer.pack(codes[sym], lengths[sym], raw, raw_lens)
+        return _jit.encode_chunk(values, box, coding, lengths)
+    sym, raw, raw_lens = chunk_symbols(values, coding)
+    codes = huffman.canonical_codes(lengths)
+    payload, bits, starts = packer.pack(codes[sym], lengths[sym], raw, raw_lens)
     k = coding.sync_interval
     hist = np.bincount(sym, minlength=fmt.n_symbols(coding.radius)).astype(np.uint64)
     r = coding.radius

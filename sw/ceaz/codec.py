@@ -65,10 +65,17 @@ def _uint(dtype: np.dtype) -> type:
     return np.uint32 if dtype == F32 else np.uint64
 
 
-def _flat_slabs(src: np.ndarray, n: int = DECODE_BATCH_VALUES) -> Iterator[np.ndarray]:
+#: Values between two releases of a memory-mapped input's pages.
+RELEASE_VALUES = 1 << 22
+
+
+def _flat_slabs(src: np.ndarray, n: int = RELEASE_VALUES) -> Iterator[np.ndarray]:
+    """Native-endian copies of consecutive slabs, releasing a memory map's pages as it goes."""
     flat = src.reshape(-1)
+    native = src.dtype.newbyteorder("=")
     for start in range(0, flat.size, n):
-        yield np.asarray(flat[start : start + n])
+        yield np.asarray(flat[start : start + n]).astype(native, copy=False)
+        _release(src)
 
 
 def value_range(src: np.ndarray, fill_bits: int | None) -> tuple[float, float, float]:
@@ -108,8 +115,7 @@ def make_header(src: np.ndarray, eb: float, mode: str, settings: Settings) -> He
     fill_bits = None
     if settings.fill_value is not None:
         fill_bits = int(np.array(settings.fill_value, dtype=dtype).view(_uint(dtype)))
-    native = src if src.dtype.isnative else src.astype(src.dtype.newbyteorder("="))
-    lo, hi, max_abs = value_range(native, fill_bits)
+    lo, hi, max_abs = value_range(src, fill_bits)
     eb_abs = float(eb) if mode == "abs" else float(eb) * (hi - lo)
     qp = quant_params(eb_abs, dtype, max_abs, None)
     shape3 = tiling.fold_to_3d(src.shape)
@@ -185,14 +191,17 @@ def encode_stream(
     schedule = CodebookSchedule(header.radius, header.adapt_lag)
     pos = out.write(header.pack())
     offsets = []
-    for i, box in enumerate(tiling.boxes(header.shape3, header.chunk)):
+    unreleased = 0
+    for box in tiling.boxes(header.shape3, header.chunk):
         values = np.ascontiguousarray(src3[box.slices], dtype=header.dtype)
         enc = encode_chunk(values, box, coding, schedule.next_lengths(), use_jit)
         schedule.observe(enc.hist)
         offsets.append(pos)
         pos += out.write(pack_chunk(enc))
-        if i % 16 == 15:
+        unreleased += box.size
+        if unreleased >= RELEASE_VALUES:
             _release(src)
+            unreleased = 0
         if on_chunk:
             on_chunk(box.size)
     out.write(pack_index(offsets))
@@ -233,6 +242,10 @@ class StreamReader:
         self.offsets = unpack_index(index, self.header, self.index_offset)
         self.boxes = list(tiling.boxes(self.header.shape3, self.header.chunk))
         self.coding = Coding(self.header.qparams, self.header.radius, self.header.sync_interval)
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> StreamReader:
+        return cls(io.BytesIO(data))
 
     def _read(self, offset: int, n: int) -> bytes:
         self.f.seek(offset)

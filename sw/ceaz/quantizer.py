@@ -43,10 +43,6 @@ class QuantParams:
     recip_exp: int
     fill_bits: int | None
 
-    @property
-    def recip(self) -> float:
-        return math.ldexp(self.recip_mant, self.recip_exp)
-
 
 def _largest_f32_at_most(r: Fraction) -> np.float32:
     f = np.float32(float(r))
@@ -147,9 +143,13 @@ def _prequantize_f32(x: np.ndarray, p: QuantParams) -> tuple[np.ndarray, np.ndar
 
 
 def _prequantize_f64(x: np.ndarray, p: QuantParams) -> tuple[np.ndarray, np.ndarray]:
-    """q = RNE(fl64(x * C)): software only, so IEEE float64 arithmetic suffices."""
-    with np.errstate(invalid="ignore", over="ignore"):
-        qf = np.rint(x * p.recip)
+    """q = RNE(fl64(x / S)): software only, so IEEE float64 arithmetic suffices.
+
+    A division rather than a product with 1/S, because 1/S overflows float64 when S is
+    subnormal; x / S then overflows only for values that are too large anyway.
+    """
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        qf = np.rint(x / p.step)
         too_large = ~(np.abs(qf) < fmt.Q_LIMIT)  # also catches NaN and Inf
     q = np.where(too_large, 0.0, qf).astype(np.int64)
     return q, too_large
@@ -157,7 +157,8 @@ def _prequantize_f64(x: np.ndarray, p: QuantParams) -> tuple[np.ndarray, np.ndar
 
 def reconstruct(q: np.ndarray, p: QuantParams) -> np.ndarray:
     """x' = one rounding of the exact product q*S (exact in float64 since |q| < 2**27)."""
-    return (q.astype(np.float64) * p.step).astype(p.dtype)
+    with np.errstate(over="ignore"):
+        return (q.astype(np.float64) * p.step).astype(p.dtype)
 
 
 def within_bound(x: np.ndarray, xr: np.ndarray, eb: float) -> np.ndarray:
@@ -166,9 +167,9 @@ def within_bound(x: np.ndarray, xr: np.ndarray, eb: float) -> np.ndarray:
     fl(x - xr) alone can round a difference just above eb down onto eb; TwoSum recovers the
     rounding error so that the tie is decided exactly.
     """
-    a = x.astype(np.float64)
-    b = -xr.astype(np.float64)
-    with np.errstate(invalid="ignore", over="ignore"):
+    with np.errstate(invalid="ignore", over="ignore"):  # signalling NaNs warn on the cast
+        a = x.astype(np.float64)
+        b = -xr.astype(np.float64)
         s = a + b
         bv = s - a
         err = (a - (s - bv)) + (b - bv)
