@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import math
 import mmap
+import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -116,7 +117,8 @@ def make_header(src: np.ndarray, eb: float, mode: str, settings: Settings) -> He
     if settings.fill_value is not None:
         fill_bits = int(np.array(settings.fill_value, dtype=dtype).view(_uint(dtype)))
     lo, hi, max_abs = value_range(src, fill_bits)
-    eb_abs = float(eb) if mode == "abs" else float(eb) * (hi - lo)
+    # A range wider than float64 (values near +-1.8e308) saturates: every value is in bound.
+    eb_abs = float(eb) if mode == "abs" else min(float(eb) * (hi - lo), sys.float_info.max)
     qp = quant_params(eb_abs, dtype, max_abs, None)
     shape3 = tiling.fold_to_3d(src.shape)
     chunk = tiling.chunk_shape(

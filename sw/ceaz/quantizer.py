@@ -11,6 +11,7 @@ and it is written out here by hand because the RTL must reproduce it bit for bit
 from __future__ import annotations
 
 import math
+import sys
 from dataclasses import dataclass
 from fractions import Fraction
 
@@ -45,6 +46,9 @@ class QuantParams:
 
 
 def _largest_f32_at_most(r: Fraction) -> np.float32:
+    top = np.finfo(np.float32).max
+    if r >= Fraction(float(top)):
+        return top
     f = np.float32(float(r))
     while f > 0 and Fraction(float(f)) > r:
         f = np.nextafter(f, np.float32(0))
@@ -56,6 +60,8 @@ def _largest_f32_at_most(r: Fraction) -> np.float32:
 
 
 def _largest_f64_at_most(r: Fraction) -> float:
+    if r >= Fraction(sys.float_info.max):
+        return sys.float_info.max
     f = float(r)
     while f > 0 and Fraction(f) > r:
         f = math.nextafter(f, 0.0)
