@@ -1,18 +1,26 @@
 """Compiled (numba) kernels for one chunk: the fast path of `ceaz.chunk`, bit for bit.
 
 The numpy reference (quantizer, predictor, symbols, huffman, packer) is the specification;
-these kernels fuse its stages into one pass per chunk so that nothing chunk-sized is built
-twice. They are hand-written rather than taken from a codec library because every bit must
-equal what the RTL produces (docs/format.md): exact integer prequantization, the exact bound
-check, canonical codes and MSB-first packing. tests/test_jit.py holds the two paths equal.
+these kernels fuse its stages so that a chunk is read once and nothing chunk-sized is built
+in between. They are hand-written rather than taken from a codec library because every bit
+must equal what the RTL produces (docs/format.md): exact integer prequantization, the exact
+bound check, canonical codes and MSB-first packing. tests/test_jit.py holds the paths equal.
+
+Numba notes that shaped the code: int64 mixed with uint64 becomes float64, so unsigned
+constants are typed; a signed index costs a wraparound test, so hot loops index with
+unsigned or provably non-negative values; and a helper taking arrays is a real call (or,
+inlined by numba, a reference-count pair), so per-value steps are written out in the loops.
 """
 
 from __future__ import annotations
+
+import threading
 
 import numpy as np
 from numba import njit
 
 from . import format as fmt
+from . import huffman, symbols
 from .chunk import ChunkPayload, Coding, EncodedChunk
 from .errors import CorruptStreamError
 from .tiling import Box
@@ -42,7 +50,50 @@ _ERR_SEGMENT = 1
 _ERR_OVERRUN = 2
 _ERR_QRANGE = 3
 _ERR_FILL = 4
-_ERR_SYMBOL = 5
+
+
+# --- scratch memory -------------------------------------------------------------------------
+# Fresh pages cost a page fault each on first touch, which costs as much as coding them, so
+# per-chunk working arrays come from buffers kept per thread and reused (up to a size).
+
+_SCRATCH_MAX_BYTES = 1 << 26
+_scratch_local = threading.local()
+
+
+def _scratch(name: str, size: int, dtype: type) -> np.ndarray:
+    """A reusable uninitialised 1-D array of size elements (fresh when too large to keep)."""
+    nbytes = size * np.dtype(dtype).itemsize
+    if nbytes > _SCRATCH_MAX_BYTES:
+        return np.empty(size, dtype=dtype)
+    pool = _scratch_local.__dict__.setdefault("pool", {})
+    buf = pool.get(name)
+    if buf is None or buf.size < size:
+        buf = pool[name] = np.empty(size, dtype=dtype)
+    return buf[:size]
+
+
+_HUGE_PAGE = 1 << 21
+
+
+def _output(n: int, dtype: np.dtype) -> np.ndarray:
+    """A fresh output array. A big one starts on a 2 MiB boundary, so that numpy's huge-page
+    advice (for allocations of 4 MiB and more) gives it whole huge pages: a page fault per
+    2 MiB rather than per 4 KiB, which here saves about a tenth of the decoding time."""
+    nbytes = n * dtype.itemsize
+    if nbytes < 2 * _HUGE_PAGE:
+        return np.empty(n, dtype=dtype)
+    base = np.empty(nbytes + _HUGE_PAGE, dtype=np.uint8)
+    start = -base.ctypes.data % _HUGE_PAGE
+    return base[start : start + nbytes].view(dtype)
+
+
+def _planes(nz: int, ny: int, nx: int) -> np.ndarray:
+    """q of the current and previous plane with a zero column 0 (the kernels write the rest
+    before reading it); one plane suffices for a 1-D or 2-D box."""
+    shape = (1 if nz == 1 else 2, ny + 1, nx + 1)
+    planes = _scratch("planes", int(np.prod(shape)), np.int32).reshape(shape)
+    planes[:, :, 0] = 0
+    return planes
 
 
 # --- codebooks ------------------------------------------------------------------------------
@@ -71,30 +122,14 @@ def _canonical_codes(lengths: np.ndarray) -> np.ndarray:
     return codes
 
 
-@njit(cache=True)
-def _decode_table(lengths: np.ndarray) -> np.ndarray:
-    """huffman.decode_table for a complete code: entry = symbol << 8 | length."""
-    codes = _canonical_codes(lengths)
-    table = np.empty(1 << _LUT_BITS, dtype=np.uint32)
-    for s in range(lengths.shape[0]):
-        ln = int(lengths[s])
-        span = 1 << (_LUT_BITS - ln)
-        start = int(codes[s]) << (_LUT_BITS - ln)
-        entry = np.uint32((s << 8) | ln)
-        for i in range(start, start + span):
-            table[i] = entry
-    return table
-
-
 # --- encoder -------------------------------------------------------------------------------
-# A chunk is encoded in blocks of at most _BLOCK values of one row: a vectorisable pass
-# prequantizes the block, a second turns q into residuals and symbols, and a sequential pass
-# counts and packs them. q of the current and the previous plane stay in a plane buffer.
+# A chunk is encoded in blocks of at most _BLOCK values (a piece of a long row, or whole
+# short rows). Per row of a block, two loops that LLVM vectorises gather the Lorenzo terms of
+# the rows above and behind, then prequantize, predict and map to symbols; a sequential pass
+# then counts and packs the block's symbols. q of the current and the previous plane stay in
+# a plane buffer whose column 0 holds the zeros left of the box.
 
 _BLOCK = 2048
-_KIND_NORMAL = 0
-_KIND_VERBATIM = 1
-_KIND_FILL = 2
 
 
 @njit(cache=True, inline="always")
@@ -151,21 +186,52 @@ def _quantize_impl(
         raw[j] = (np.uint64(d) & _UMASK31) if normal else b
 
 
+@njit(cache=True, inline="always")
+def _quantize_rows(
+    x, xb, is32, step, eb, cm, ce, has_fill, fill_bits, radius, planes, c, o, has_back,
+    y0, y1, x0, x1, t, sym, raw,
+):  # fmt: skip
+    """_context_block then _quantize_impl, row after row (a row's context needs the row
+    above), on columns x0..x1-1 of rows y0..y1-1 of plane buffer c (the previous: o)."""
+    w = x1 - x0
+    for r in range(y1 - y0):
+        y = y0 + r
+        cur = planes[c, y + 1]
+        a = r * w
+        _context_block(
+            planes[c, y], planes[o, y + 1], planes[o, y], y > 0, has_back, x0, x1, t[a : a + w]
+        )
+        _quantize_impl(
+            x[a : a + w], xb[a : a + w], is32, step, eb, cm, ce, has_fill, fill_bits, radius,
+            t[a : a + w], cur[x0], cur[x0 + 1 : x1 + 1], sym[a : a + w], raw[a : a + w],
+        )  # fmt: skip
+
+
 @njit(cache=True)
-def _quantize_f32(x, xb, step, eb, cm, ce, has_fill, fill_bits, radius, t, qprev, q, sym, raw):
-    _quantize_impl(
-        x, xb, True, step, eb, cm, ce, has_fill, fill_bits, radius, t, qprev, q, sym, raw
+def _quantize_f32(
+    x, xb, step, eb, cm, ce, has_fill, fill_bits, radius, planes, c, o, has_back,
+    y0, y1, x0, x1, t, sym, raw,
+):  # fmt: skip
+    """_quantize_rows with the float32 prequantizer compiled in (is32 a constant)."""
+    _quantize_rows(
+        x, xb, True, step, eb, cm, ce, has_fill, fill_bits, radius, planes, c, o, has_back,
+        y0, y1, x0, x1, t, sym, raw,
     )  # fmt: skip
 
 
 @njit(cache=True)
-def _quantize_f64(x, xb, step, eb, cm, ce, has_fill, fill_bits, radius, t, qprev, q, sym, raw):
-    _quantize_impl(
-        x, xb, False, step, eb, cm, ce, has_fill, fill_bits, radius, t, qprev, q, sym, raw
+def _quantize_f64(
+    x, xb, step, eb, cm, ce, has_fill, fill_bits, radius, planes, c, o, has_back,
+    y0, y1, x0, x1, t, sym, raw,
+):  # fmt: skip
+    """_quantize_rows with the float64 prequantizer compiled in."""
+    _quantize_rows(
+        x, xb, False, step, eb, cm, ce, has_fill, fill_bits, radius, planes, c, o, has_back,
+        y0, y1, x0, x1, t, sym, raw,
     )  # fmt: skip
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _context_block(up, back, bu, has_up, has_back, x0, x1, t):
     """The Lorenzo terms from the row above and the plane behind: delta = q - q[x-1] - t.
 
@@ -232,9 +298,19 @@ def _pack_run(j0, j1, sym, raw, table, vbits, out, widx, acc, nacc, hist2, nsym)
         hist2[s0] += 1
         hist2[np.uint64(nsym) + s1] += 1
         if ((e0 | e1) & _UESC) == _U0:
+            # _put, written out: a call per pair would cost as much as the work
             w1 = e1 & _ULEN
             val = ((e0 >> _U8) << w1) | (e1 >> _U8)
-            widx, acc, nacc = _put(out, widx, acc, nacc, val, np.int64((e0 & _ULEN) + w1))
+            total = nacc + np.int64((e0 & _ULEN) + w1)
+            if total < 64:
+                acc = (acc << np.uint64(total - nacc)) | val
+            else:
+                spill = np.uint64(total - 64)
+                out[widx] = (acc << np.uint64(64 - nacc)) | (val >> spill)
+                widx += 1
+                acc = val & ((_U1 << spill) - _U1)
+                total -= 64
+            nacc = total
         else:
             widx, acc, nacc = _put_symbol(out, widx, acc, nacc, e0, s0, raw[j], vbits)
             widx, acc, nacc = _put_symbol(out, widx, acc, nacc, e1, s1, raw[j + _U1], vbits)
@@ -270,18 +346,22 @@ def _pack_block(
 @njit(cache=True, inline="always")
 def _encode_impl(
     x, xb, nz, ny, nx, is32, step, eb, cm, ce, has_fill, fill_bits,
-    radius, table, sync_k, out, sync, hist,
+    radius, table, sync_k, planes, out, sync, hist,
 ):  # fmt: skip
     """Prequantize, predict, map, count and pack one chunk, block by block.
 
-    Returns the payload length in bits; out receives native-endian 64-bit words.
+    A block is a piece of a row longer than _BLOCK, or as many whole rows as fit _BLOCK, so
+    that short rows do not pay a call per row. Returns the payload length in bits; out
+    receives native-endian 64-bit words. planes holds (1 if nz == 1 else 2, ny + 1, nx + 1)
+    int32 with column 0 zero; the rest is scratch.
     """
     nsym = 2 * radius + 2
-    planes = np.zeros((2, ny + 1, nx + 1), dtype=np.int32)  # q, zero first row and column
+    npl = planes.shape[0]
     blk = min(nx, _BLOCK)
-    t = np.empty(blk, dtype=np.int64)
-    sym = np.empty(blk, dtype=np.uint16)
-    raw = np.empty(blk, dtype=np.uint64)
+    rows = max(1, _BLOCK // nx)
+    t = np.empty(_BLOCK, dtype=np.int64)
+    sym = np.empty(_BLOCK, dtype=np.uint16)
+    raw = np.empty(_BLOCK, dtype=np.uint64)
     hist2 = np.zeros(2 * nsym, dtype=np.int64)
     acc = _U0
     nacc = 0
@@ -290,27 +370,23 @@ def _encode_impl(
     nsync = 0
     i = 0
     for z in range(nz):
-        c = z & 1
-        for y in range(ny):
-            cur = planes[c, y + 1]
-            up = planes[c, y]
-            back = planes[1 - c, y + 1]
-            bu = planes[1 - c, y]
+        c = z % npl
+        o = (z + 1) % npl  # the previous plane (not read while z == 0)
+        for y0 in range(0, ny, rows):
+            y1 = min(ny, y0 + rows)
             for x0 in range(0, nx, blk):
                 x1 = min(nx, x0 + blk)
-                m = x1 - x0
+                m = (y1 - y0) * (x1 - x0)
                 xbb = xb[i : i + m]
-                _context_block(up, back, bu, y > 0, z > 0, x0, x1, t)
-                qcur = cur[x0 + 1 : x1 + 1]
                 if is32:
                     _quantize_f32(
-                        x[i : i + m], xbb, step, eb, cm, ce, has_fill, fill_bits, radius, t,
-                        cur[x0], qcur, sym, raw,
+                        x[i : i + m], xbb, step, eb, cm, ce, has_fill, fill_bits, radius,
+                        planes, c, o, z > 0, y0, y1, x0, x1, t, sym, raw,
                     )  # fmt: skip
                 else:
                     _quantize_f64(
-                        x[i : i + m], xbb, step, eb, cm, ce, has_fill, fill_bits, radius, t,
-                        cur[x0], qcur, sym, raw,
+                        x[i : i + m], xbb, step, eb, cm, ce, has_fill, fill_bits, radius,
+                        planes, c, o, z > 0, y0, y1, x0, x1, t, sym, raw,
                     )  # fmt: skip
                 widx, acc, nacc, nsync, next_sync = _pack_block(
                     m, i, sym, raw, table, 32 if is32 else 64, out, widx, acc, nacc,
@@ -328,24 +404,24 @@ def _encode_impl(
 @njit(cache=True)
 def _encode_f32(
     x, xb, nz, ny, nx, step, eb, cm, ce, has_fill, fill_bits,
-    radius, table, sync_k, out, sync, hist,
+    radius, table, sync_k, planes, out, sync, hist,
 ):  # fmt: skip
     """_encode_impl with the float32 prequantizer compiled in."""
     return _encode_impl(
         x, xb, nz, ny, nx, True, step, eb, cm, ce, has_fill, fill_bits,
-        radius, table, sync_k, out, sync, hist,
+        radius, table, sync_k, planes, out, sync, hist,
     )  # fmt: skip
 
 
 @njit(cache=True)
 def _encode_f64(
     x, xb, nz, ny, nx, step, eb, cm, ce, has_fill, fill_bits,
-    radius, table, sync_k, out, sync, hist,
+    radius, table, sync_k, planes, out, sync, hist,
 ):  # fmt: skip
     """_encode_impl with the float64 prequantizer compiled in."""
     return _encode_impl(
         x, xb, nz, ny, nx, False, step, eb, cm, ce, has_fill, fill_bits,
-        radius, table, sync_k, out, sync, hist,
+        radius, table, sync_k, planes, out, sync, hist,
     )  # fmt: skip
 
 
@@ -354,7 +430,9 @@ def encode_chunk(values: np.ndarray, box: Box, coding: Coding, lengths: np.ndarr
     qp = coding.qp
     if values.dtype != qp.dtype:
         raise TypeError(f"expected {qp.dtype}, got {values.dtype!r}")
-    r = int(coding.radius)
+    if values.shape != box.shape:
+        raise ValueError(f"chunk values have shape {values.shape!r}, box is {box.shape!r}")
+    r = symbols.check_radius(coding.radius)
     lengths = np.asarray(lengths, dtype=np.uint8)
     if lengths.shape != (fmt.n_symbols(r),) or not (
         lengths.min() >= 1 and lengths.max() <= fmt.MAX_CODE_LEN
@@ -367,7 +445,8 @@ def encode_chunk(values: np.ndarray, box: Box, coding: Coding, lengths: np.ndarr
     k = int(coding.sync_interval)
     nz, ny, nx = box.shape
     vbits = 32 if is32 else 64
-    out = np.empty(n * (fmt.MAX_CODE_LEN + vbits) // 64 + 2, dtype=np.uint64)
+    out = _scratch("enc_out", n * (fmt.MAX_CODE_LEN + vbits) // 64 + 2, np.uint64)
+    planes = _planes(nz, ny, nx)
     sync = np.empty(max(0, (n - 1) // k), dtype=np.uint32)
     hist = np.zeros(fmt.n_symbols(r), dtype=np.int64)
     table = (_canonical_codes(lengths).astype(np.uint64) << _U8) | lengths
@@ -376,7 +455,7 @@ def encode_chunk(values: np.ndarray, box: Box, coding: Coding, lengths: np.ndarr
     bits = kernel(
         x, xb, nz, ny, nx, float(qp.step), float(qp.eb_f),
         _U64(qp.recip_mant), int(qp.recip_exp), qp.fill_bits is not None,
-        _U64(qp.fill_bits or 0), r, table, k, out, sync, hist,
+        _U64(qp.fill_bits or 0), r, table, k, planes, out, sync, hist,
     )  # fmt: skip
     payload = out[: (bits + 63) // 64].astype(">u8").tobytes()[: (bits + 7) // 8]
     return EncodedChunk(
@@ -395,7 +474,7 @@ def encode_chunk(values: np.ndarray, box: Box, coding: Coding, lengths: np.ndarr
 # --- decoder -------------------------------------------------------------------------------
 # Two passes per chunk. The entropy decoder walks four sync segments at once (four independent
 # chains of table lookups keep the core busy) and leaves one int32 per value: its residual, or
-# a marker for an escape; verbatim bits go straight to the output. The second pass integrates
+# a marker for an escape, whose verbatim bits go to a side array. The second pass integrates
 # the residuals row by row (predictor.reconstruct's recurrence) and reconstructs the values.
 
 #: Bits of the first-level table that resolves short codes (8 KiB, stays in L1).
@@ -406,18 +485,20 @@ _MARK_FILL = (1 << 30) + 1
 _CLS_OUTLIER = 1
 _CLS_VERBATIM = 2
 _CLS_FILL = 3
-#: Steps between overrun checks: a step reads at most 80 bits, the words carry this margin.
-_CHECK_EVERY = 8
-_PAD_WORDS = _CHECK_EVERY * 2 + 4
+#: Zero words after the payload: between two position checks a lane reads at most
+#: _STEPS * 80 + 128 bits past the end of a corrupt payload.
+_PAD_WORDS = 8
 
 
 @njit(cache=True)
-def _decode_tables(lengths: np.ndarray, radius: int) -> tuple[np.ndarray, np.ndarray]:
-    """huffman.decode_table (2**16 entries) with each symbol's residual and class folded in,
-    plus a 2**_SMALL_BITS first-level table whose entries are 0 for longer codes."""
+def _decode_tables(lengths: np.ndarray, radius: int) -> np.ndarray:
+    """A 2**_SMALL_BITS first-level table (entry 0: the code is longer) followed by
+    huffman.decode_table's 2**16 entries, each with the symbol's residual and class folded in.
+    """
     codes = _canonical_codes(lengths)
-    big = np.empty(1 << _LUT_BITS, dtype=np.int32)
-    small = np.zeros(1 << _SMALL_BITS, dtype=np.int32)
+    tabs = np.zeros((1 << _SMALL_BITS) + (1 << _LUT_BITS), dtype=np.int32)
+    small = tabs[: 1 << _SMALL_BITS]
+    big = tabs[1 << _SMALL_BITS :]
     for s in range(lengths.shape[0]):
         ln = int(lengths[s])
         if s == fmt.SYM_OUTLIER:
@@ -433,7 +514,7 @@ def _decode_tables(lengths: np.ndarray, radius: int) -> tuple[np.ndarray, np.nda
         if ln <= _SMALL_BITS:
             start = int(codes[s]) << (_SMALL_BITS - ln)
             small[start : start + (1 << (_SMALL_BITS - ln))] = entry
-    return big, small
+    return tabs
 
 
 @njit(cache=True)
@@ -444,78 +525,121 @@ def _peek(words, pos):
     return (words[w] << off) | ((words[w + _U1] >> _U1) >> (np.uint64(63) - off))
 
 
+# One step of a lane, written out in _decode_symbols for each lane (a call per value would
+# cost more than the work), with p = bit position and b = the next 64 bits from p on:
+#     e = tabs[b >> _SH_SMALL]                                 first level, short codes
+#     if (e & 31) == 0: e = tabs[_BIG + (b >> _SH_BIG)]         the 2**16 table
+#     ln = e & 31; p += ln; b <<= ln
+#     if e & 0x60: p, v, b = _decode_escape(...)                escapes: raw field, refill
+#     else: v = e >> 8                                          in-band: the residual
+#     dq[i] = v
+# A code has at most 16 bits, so a full b serves _STEPS steps (>= 16 bits left for the
+# last lookup) before a refill b = peek(p).
+_STEPS = 3
+_SH_SMALL = np.uint64(64 - _SMALL_BITS)
+_SH_BIG = np.uint64(64 - _LUT_BITS)
+_BIG = np.uint64(1 << _SMALL_BITS)
+
+
 @njit(cache=True)
-def _decode_step(words, big, small, pos, buf, avail, dq, i, outb, vbits):
-    """Decode value i from the bit buffer (buf = the next bits at pos, avail >= 16 of them)."""
-    e = small[buf >> np.uint64(64 - _SMALL_BITS)]
-    if (e & 31) == 0:
-        e = big[buf >> np.uint64(64 - _LUT_BITS)]
-    ln = e & 31
-    pos += ln
-    buf <<= np.uint64(ln)
-    avail -= ln
-    if (e & 0x60) == 0:
-        dq[i] = e >> 8
+def _decode_escape(words, pos, entry, vraw, i, vbits):
+    """Read an escape's raw field: the new position, the value for dq and the refilled bits."""
+    cls = (entry >> 5) & 3
+    if cls == _CLS_OUTLIER:
+        d = np.int64(_peek(words, pos) >> np.uint64(64 - _OUT_BITS))
+        pos += _OUT_BITS
+        v = d - ((d >> (_OUT_BITS - 1)) << _OUT_BITS)
+    elif cls == _CLS_VERBATIM:
+        vraw[i] = _peek(words, pos) >> np.uint64(64 - vbits)
+        pos += vbits
+        v = _MARK_VERBATIM
     else:
-        cls = (e >> 5) & 3
-        if cls == _CLS_OUTLIER:
-            d = np.int64(_peek(words, pos) >> np.uint64(64 - _OUT_BITS))
-            dq[i] = d - ((d >> (_OUT_BITS - 1)) << _OUT_BITS)
-            pos += _OUT_BITS
-        elif cls == _CLS_VERBATIM:
-            outb[i] = _peek(words, pos) >> np.uint64(64 - vbits)
-            dq[i] = _MARK_VERBATIM
-            pos += vbits
-        else:
-            dq[i] = _MARK_FILL
-        avail = 0
-    if avail < _LUT_BITS:
-        buf = _peek(words, pos)
-        avail = 64
-    return pos, buf, avail
+        v = _MARK_FILL
+    return pos, v, _peek(words, pos)
 
 
 @njit(cache=True)
-def _decode_symbols(words, bits, starts, sync_k, n, big, small, dq, outb, vbits):
+def _decode_symbols(words, bits, starts, sync_k, n, tabs, dq, vraw, vbits):
     """Entropy-decode a chunk into dq; returns (status, segment, bit position).
 
-    starts[j] is where segment j begins, starts[-1] == bits; they increase strictly (checked
-    by the caller), so every read stays within the padded words while positions are checked
-    every _CHECK_EVERY steps.
+    tabs is the first-level table followed by the 2**16 one. starts[j] is where segment j
+    begins and starts[-1] == bits; they increase strictly (checked by the caller), so reads
+    stay within the padded words while positions are checked every _STEPS steps.
     """
     nseg = starts.shape[0] - 1
     nfull = nseg - 1 if n % sync_k else nseg  # segments holding exactly sync_k values
     g = 0
     while g + 4 <= nfull:
         p0, p1, p2, p3 = starts[g], starts[g + 1], starts[g + 2], starts[g + 3]
-        b0, b1, b2, b3 = _peek(words, p0), _peek(words, p1), _peek(words, p2), _peek(words, p3)
-        a0 = a1 = a2 = a3 = 64
-        i0 = g * sync_k
-        for t in range(sync_k):
-            p0, b0, a0 = _decode_step(words, big, small, p0, b0, a0, dq, i0 + t, outb, vbits)
-            p1, b1, a1 = _decode_step(
-                words, big, small, p1, b1, a1, dq, i0 + sync_k + t, outb, vbits
-            )
-            p2, b2, a2 = _decode_step(
-                words, big, small, p2, b2, a2, dq, i0 + 2 * sync_k + t, outb, vbits
-            )
-            p3, b3, a3 = _decode_step(
-                words, big, small, p3, b3, a3, dq, i0 + 3 * sync_k + t, outb, vbits
-            )
-            if t % _CHECK_EVERY == 0 and max(max(p0, p1), max(p2, p3)) > bits:
+        i0 = np.uint64(g * sync_k)
+        i1 = i0 + np.uint64(sync_k)
+        i2 = i1 + np.uint64(sync_k)
+        i3 = i2 + np.uint64(sync_k)
+        for t0 in range(0, sync_k, _STEPS):
+            b0, b1, b2, b3 = _peek(words, p0), _peek(words, p1), _peek(words, p2), _peek(words, p3)
+            for t in range(t0, min(t0 + _STEPS, sync_k)):
+                ut = np.uint64(t)
+                e0 = tabs[b0 >> _SH_SMALL]
+                e1 = tabs[b1 >> _SH_SMALL]
+                e2 = tabs[b2 >> _SH_SMALL]
+                e3 = tabs[b3 >> _SH_SMALL]
+                if (e0 & 31) == 0:
+                    e0 = tabs[_BIG + (b0 >> _SH_BIG)]
+                if (e1 & 31) == 0:
+                    e1 = tabs[_BIG + (b1 >> _SH_BIG)]
+                if (e2 & 31) == 0:
+                    e2 = tabs[_BIG + (b2 >> _SH_BIG)]
+                if (e3 & 31) == 0:
+                    e3 = tabs[_BIG + (b3 >> _SH_BIG)]
+                ln0, ln1, ln2, ln3 = e0 & 31, e1 & 31, e2 & 31, e3 & 31
+                p0 += ln0
+                p1 += ln1
+                p2 += ln2
+                p3 += ln3
+                b0 <<= np.uint64(ln0)
+                b1 <<= np.uint64(ln1)
+                b2 <<= np.uint64(ln2)
+                b3 <<= np.uint64(ln3)
+                v0, v1, v2, v3 = e0 >> 8, e1 >> 8, e2 >> 8, e3 >> 8
+                if (e0 | e1 | e2 | e3) & 0x60:
+                    if e0 & 0x60:
+                        p0, v0, b0 = _decode_escape(words, p0, e0, vraw, i0 + ut, vbits)
+                    if e1 & 0x60:
+                        p1, v1, b1 = _decode_escape(words, p1, e1, vraw, i1 + ut, vbits)
+                    if e2 & 0x60:
+                        p2, v2, b2 = _decode_escape(words, p2, e2, vraw, i2 + ut, vbits)
+                    if e3 & 0x60:
+                        p3, v3, b3 = _decode_escape(words, p3, e3, vraw, i3 + ut, vbits)
+                dq[i0 + ut] = v0
+                dq[i1 + ut] = v1
+                dq[i2 + ut] = v2
+                dq[i3 + ut] = v3
+            if max(max(p0, p1), max(p2, p3)) > bits:
                 return _ERR_OVERRUN, g, max(max(p0, p1), max(p2, p3))
-        for lane, p in enumerate((p0, p1, p2, p3)):
-            if p != starts[g + lane + 1]:
-                return _ERR_SEGMENT, g + lane, p
+        ends = (p0, p1, p2, p3)
+        for lane in range(4):
+            if ends[lane] != starts[g + lane + 1]:
+                return _ERR_SEGMENT, g + lane, ends[lane]
         g += 4
     while g < nseg:
         p = starts[g]
-        b = _peek(words, p)
-        a = 64
-        i0 = g * sync_k
-        for t in range(min(sync_k, n - i0)):
-            p, b, a = _decode_step(words, big, small, p, b, a, dq, i0 + t, outb, vbits)
-            if t % _CHECK_EVERY == 0 and p > bits:
+        i0 = np.uint64(g * sync_k)
+        count = min(sync_k, n - g * sync_k)
+        for t0 in range(0, count, _STEPS):
+            b = _peek(words, p)
+            for t in range(t0, min(t0 + _STEPS, count)):
+                i = i0 + np.uint64(t)
+                e = tabs[b >> _SH_SMALL]
+                if (e & 31) == 0:
+                    e = tabs[_BIG + (b >> _SH_BIG)]
+                ln = e & 31
+                p += ln
+                b <<= np.uint64(ln)
+                v = e >> 8
+                if e & 0x60:
+                    p, v, b = _decode_escape(words, p, e, vraw, i, vbits)
+                dq[i] = v
+            if p > bits:
                 return _ERR_OVERRUN, g, p
         if p != starts[g + 1]:
             return _ERR_SEGMENT, g, p
@@ -524,37 +648,80 @@ def _decode_symbols(words, bits, starts, sync_k, n, big, small, dq, outb, vbits)
 
 
 @njit(cache=True)
-def _reconstruct(dq, nz, ny, nx, step, has_fill, fill_bits, out, outb):
-    """q = residual + Lorenzo prediction in box order (q = 0 at escapes), then x = q * S.
+def _reconstruct(dq, vraw, nz, ny, nx, step, has_fill, fill_bits, planes, t, out, outb):
+    """q = residual + Lorenzo prediction in box order (q = 0 at escapes), then x = q * S;
+    escapes get their verbatim bits (from vraw) or the fill value. planes as in _encode_impl,
+    t scratch of nx int64. Returns (status, value index): a fill marker without a fill value,
+    or |q| >= Q_LIMIT.
 
-    Returns (status, value index): a fill marker without a fill value, or |q| >= Q_LIMIT.
+    Per row: the terms from the rows above and behind plus the residuals (vectorised), the
+    prefix sum along the row (the one sequential step), the conversion (vectorised). The
+    loops are written inline, as calls per row would dominate short rows.
     """
-    planes = np.zeros((2, ny + 1, nx + 1), dtype=np.int32)
-    t = np.empty(nx, dtype=np.int64)
-    i = 0
+    npl = planes.shape[0]
     for z in range(nz):
-        c = z & 1
+        c = z % npl
+        o = (z + 1) % npl
         for y in range(ny):
+            i = (z * ny + y) * nx
+            row = dq[i : i + nx]
             cur = planes[c, y + 1]
-            _context_block(planes[c, y], planes[1 - c, y + 1], planes[1 - c, y], y > 0, z > 0,
-                           0, nx, t)  # fmt: skip
-            qprev = 0
-            for xx in range(nx):
-                d = np.int64(dq[i])
-                if d < _MARK_VERBATIM:
-                    q = d + t[xx] + qprev
-                    if not -_Q_LIMIT < q < _Q_LIMIT:
-                        return _ERR_QRANGE, i
-                    out[i] = np.float64(q) * step
-                else:
-                    q = 0
-                    if d == _MARK_FILL:
+            u = planes[c, y]
+            k = planes[o, y + 1]
+            ku = planes[o, y]
+            nesc = 0
+            if y > 0 and z > 0:
+                for j in range(nx):
+                    d = np.int64(row[j])
+                    t[j] = d + u[j + 1] - u[j] + k[j + 1] - k[j] - ku[j + 1] + ku[j]
+                    nesc += d >= _MARK_VERBATIM
+            elif y > 0:
+                for j in range(nx):
+                    d = np.int64(row[j])
+                    t[j] = d + u[j + 1] - u[j]
+                    nesc += d >= _MARK_VERBATIM
+            elif z > 0:
+                for j in range(nx):
+                    d = np.int64(row[j])
+                    t[j] = d + k[j + 1] - k[j]
+                    nesc += d >= _MARK_VERBATIM
+            else:
+                for j in range(nx):
+                    d = np.int64(row[j])
+                    t[j] = d
+                    nesc += d >= _MARK_VERBATIM
+            q = 0
+            lo = 0
+            hi = 0
+            if nesc == 0:
+                for j in range(nx):
+                    q += t[j]
+                    cur[j + 1] = q
+                    lo = min(lo, q)
+                    hi = max(hi, q)
+            else:
+                for j in range(nx):
+                    q = t[j] + q if row[j] < _MARK_VERBATIM else 0
+                    cur[j + 1] = q
+                    lo = min(lo, q)
+                    hi = max(hi, q)
+            if lo <= -_Q_LIMIT or hi >= _Q_LIMIT:
+                for j in range(nx):
+                    if not -_Q_LIMIT < cur[j + 1] < _Q_LIMIT:
+                        return _ERR_QRANGE, i + j
+                return _ERR_QRANGE, i  # q wrapped around in int32, still out of range
+            orow = out[i : i + nx]
+            for j in range(nx):
+                orow[j] = np.float64(cur[j + 1]) * step
+            if nesc:
+                for j in range(nx):
+                    d = row[j]
+                    if d == _MARK_VERBATIM:
+                        outb[i + j] = vraw[i + j]
+                    elif d == _MARK_FILL:
                         if not has_fill:
-                            return _ERR_FILL, i
-                        outb[i] = fill_bits
-                cur[xx + 1] = q
-                qprev = q
-                i += 1
+                            return _ERR_FILL, i + j
+                        outb[i + j] = fill_bits
     return 0, 0
 
 
@@ -563,11 +730,11 @@ def decode_chunk(c: ChunkPayload, coding: Coding) -> np.ndarray:
     box = c.box
     where = f"chunk {box.index}"
     qp = coding.qp
-    r = int(coding.radius)
+    r = symbols.check_radius(coding.radius)
     n = box.size
     k = int(coding.sync_interval)
     lengths = np.asarray(c.lengths, dtype=np.uint8)
-    if lengths.shape != (fmt.n_symbols(r),) or not _is_complete(lengths):
+    if lengths.shape != (fmt.n_symbols(r),) or not huffman.is_complete(lengths):
         raise CorruptStreamError(f"{where}: code-length table is not a complete code")
     sync = np.asarray(c.sync).astype(np.int64)
     if sync.shape != (max(0, -(-n // k) - 1),):
@@ -584,14 +751,16 @@ def decode_chunk(c: ChunkPayload, coding: Coding) -> np.ndarray:
     buf = np.zeros(((bits + 63) // 64 + _PAD_WORDS) * 8, dtype=np.uint8)
     buf[:nbytes] = np.frombuffer(c.payload, dtype=np.uint8, count=nbytes)
     words = buf.view(">u8").astype(np.uint64)
-    out = np.empty(n, dtype=qp.dtype)
+    out = _output(n, qp.dtype)
     outb = out.view(np.uint32 if qp.dtype.itemsize == 4 else np.uint64)
-    big, small = _decode_tables(lengths, r)
-    dq = np.empty(n, dtype=np.int32)
-    status, at, pos = _decode_symbols(words, bits, starts, k, n, big, small, dq, outb, vbits)
+    tabs = _decode_tables(lengths, r)
+    dq = _scratch("dec_dq", n, np.int32)
+    vraw = _scratch("dec_vraw", n, np.uint64)  # written and read at verbatim values only
+    status, at, pos = _decode_symbols(words, bits, starts, k, n, tabs, dq, vraw, vbits)
     if status == 0:
         status, at = _reconstruct(
-            dq, *box.shape, float(qp.step), qp.fill_bits is not None, _U64(qp.fill_bits or 0),
+            dq, vraw, *box.shape, float(qp.step), qp.fill_bits is not None,
+            _U64(qp.fill_bits or 0), _planes(*box.shape), _scratch("dec_t", box.shape[2], np.int64),
             out, outb,
         )  # fmt: skip
     if status == _ERR_SEGMENT:
@@ -608,14 +777,4 @@ def decode_chunk(c: ChunkPayload, coding: Coding) -> np.ndarray:
         raise CorruptStreamError(f"{where}: a prequantized value is out of range (value {at})")
     if status == _ERR_FILL:
         raise CorruptStreamError(f"{where}: fill symbol in a stream without fill value")
-    if status != 0:
-        raise CorruptStreamError(f"{where}: symbol outside the alphabet at value {at}")
     return out.reshape(box.shape)
-
-
-def _is_complete(lengths: np.ndarray) -> bool:
-    """huffman.is_complete: lengths in 1..16 with Kraft sum exactly 1."""
-    ln = lengths.astype(np.int64)
-    if len(ln) < 2 or ln.min() < 1 or ln.max() > fmt.MAX_CODE_LEN:
-        return False
-    return int(np.sum(np.left_shift(1, fmt.MAX_CODE_LEN - ln))) == 1 << fmt.MAX_CODE_LEN

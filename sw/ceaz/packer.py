@@ -73,8 +73,12 @@ def as_words(data: bytes | np.ndarray) -> np.ndarray:
 
 
 def peek(words: np.ndarray, pos: np.ndarray, nbits: np.ndarray | int) -> np.ndarray:
-    """The nbits (1..64) starting at bit pos, MSB-first, as uint64."""
-    w = (pos >> 6).astype(np.int64)
+    """The nbits (1..64) starting at bit pos, MSB-first, as uint64.
+
+    A corrupt stream can run a segment past the end of words: such reads are clamped to the
+    last words (garbage, not an IndexError), and the segment-end check then reports them.
+    """
+    w = np.minimum((pos >> 6).astype(np.int64), len(words) - 2)
     off = (pos & 63).astype(_U64)
     hi = words[w] << off
     lo = np.where(off > 0, words[w + 1] >> ((_U64(64) - off) & _U64(63)), _U64(0))
