@@ -778,3 +778,22 @@ def decode_chunk(c: ChunkPayload, coding: Coding) -> np.ndarray:
     if status == _ERR_FILL:
         raise CorruptStreamError(f"{where}: fill symbol in a stream without fill value")
     return out.reshape(box.shape)
+
+
+@njit(cache=True)
+def _finite_range(x: np.ndarray, bits: np.ndarray, fill_bits: int, has_fill: bool):
+    lo, hi, n = np.inf, -np.inf, 0
+    for i in range(x.size):
+        v = x[i]
+        if np.isfinite(v) and not (has_fill and bits[i] == fill_bits):
+            lo = min(lo, v)
+            hi = max(hi, v)
+            n += 1
+    return lo, hi, n
+
+
+def finite_range(slab: np.ndarray, fill_bits: int | None) -> tuple[float, float, int]:
+    """(min, max, count) of the finite, non-fill values of a flat native slab, in one pass."""
+    ut = np.uint32 if slab.dtype.itemsize == 4 else np.uint64
+    lo, hi, n = _finite_range(slab, slab.view(ut), ut(fill_bits or 0), fill_bits is not None)
+    return float(lo), float(hi), int(n)

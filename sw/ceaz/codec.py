@@ -79,16 +79,25 @@ def _flat_slabs(src: np.ndarray, n: int = RELEASE_VALUES) -> Iterator[np.ndarray
         _release(src)
 
 
-def value_range(src: np.ndarray, fill_bits: int | None) -> tuple[float, float, float]:
+def value_range(
+    src: np.ndarray, fill_bits: int | None, use_jit: bool = True
+) -> tuple[float, float, float]:
     """(min, max, max |x|) over finite values that are not the fill value, in one pass."""
     lo, hi = math.inf, -math.inf
     for slab in _flat_slabs(src):
-        ok = np.isfinite(slab)
-        if fill_bits is not None:
-            ok &= slab.view(_uint(slab.dtype)) != fill_bits
-        if ok.any():
-            v = slab[ok]
-            lo, hi = min(lo, float(v.min())), max(hi, float(v.max()))
+        if use_jit:
+            from . import _jit
+
+            s_lo, s_hi, n = _jit.finite_range(slab, fill_bits)
+        else:
+            ok = np.isfinite(slab)
+            if fill_bits is not None:
+                ok &= slab.view(_uint(slab.dtype)) != fill_bits
+            n = int(ok.sum())
+            if n:
+                s_lo, s_hi = float(slab[ok].min()), float(slab[ok].max())
+        if n:
+            lo, hi = min(lo, s_lo), max(hi, s_hi)
     if lo > hi:
         return 0.0, 0.0, 0.0
     return lo, hi, max(abs(lo), abs(hi))
@@ -106,7 +115,9 @@ def _check_array(src) -> np.ndarray:
     return src
 
 
-def make_header(src: np.ndarray, eb: float, mode: str, settings: Settings) -> Header:
+def make_header(
+    src: np.ndarray, eb: float, mode: str, settings: Settings, use_jit: bool = True
+) -> Header:
     """Everything the stream needs to know up front: one pass for the value range."""
     if mode not in fmt.EB_MODES:
         raise ValueError(f"mode must be 'abs' or 'rel', got {mode!r}")
@@ -116,7 +127,7 @@ def make_header(src: np.ndarray, eb: float, mode: str, settings: Settings) -> He
     fill_bits = None
     if settings.fill_value is not None:
         fill_bits = int(np.array(settings.fill_value, dtype=dtype).view(_uint(dtype)))
-    lo, hi, max_abs = value_range(src, fill_bits)
+    lo, hi, max_abs = value_range(src, fill_bits, use_jit)
     # A range wider than float64 (values near +-1.8e308) saturates: every value is in bound.
     eb_abs = float(eb) if mode == "abs" else min(float(eb) * (hi - lo), sys.float_info.max)
     qp = quant_params(eb_abs, dtype, max_abs, None)
@@ -187,7 +198,7 @@ def encode_stream(
     """Compress src into the writable stream out, one chunk at a time."""
     src = _check_array(src)
     settings = settings or Settings()
-    header = make_header(src, eb, mode, settings)
+    header = make_header(src, eb, mode, settings, use_jit)
     coding = Coding(header.qparams, header.radius, header.sync_interval)
     src3 = src.reshape(header.shape3)
     schedule = CodebookSchedule(header.radius, header.adapt_lag)
