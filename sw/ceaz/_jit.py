@@ -99,7 +99,7 @@ def _planes(nz: int, ny: int, nx: int) -> np.ndarray:
 # --- codebooks ------------------------------------------------------------------------------
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _canonical_codes(lengths: np.ndarray) -> np.ndarray:
     """huffman.canonical_codes: codes in (length, symbol) order, by a counting sort."""
     n = lengths.shape[0]
@@ -132,7 +132,7 @@ def _canonical_codes(lengths: np.ndarray) -> np.ndarray:
 _BLOCK = 2048
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _quantize_impl(
     x, xb, is32, step, eb, cm, ce, has_fill, fill_bits, radius, t, qprev, q, sym, raw
 ):  # fmt: skip
@@ -186,7 +186,7 @@ def _quantize_impl(
         raw[j] = (np.uint64(d) & _UMASK31) if normal else b
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _quantize_rows(
     x, xb, is32, step, eb, cm, ce, has_fill, fill_bits, radius, planes, c, o, has_back,
     y0, y1, x0, x1, t, sym, raw,
@@ -207,7 +207,7 @@ def _quantize_rows(
         )  # fmt: skip
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _quantize_f32(
     x, xb, step, eb, cm, ce, has_fill, fill_bits, radius, planes, c, o, has_back,
     y0, y1, x0, x1, t, sym, raw,
@@ -219,7 +219,7 @@ def _quantize_f32(
     )  # fmt: skip
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _quantize_f64(
     x, xb, step, eb, cm, ce, has_fill, fill_bits, radius, planes, c, o, has_back,
     y0, y1, x0, x1, t, sym, raw,
@@ -231,7 +231,7 @@ def _quantize_f64(
     )  # fmt: skip
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _context_block(up, back, bu, has_up, has_back, x0, x1, t):
     """The Lorenzo terms from the row above and the plane behind: delta = q - q[x-1] - t.
 
@@ -256,7 +256,7 @@ def _context_block(up, back, bu, has_up, has_back, x0, x1, t):
         t[:m] = 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _put(out, widx, acc, nacc, val, width):
     """Append the low `width` (1..63) bits of val MSB-first; whole words go to out."""
     total = nacc + width
@@ -267,7 +267,7 @@ def _put(out, widx, acc, nacc, val, width):
     return widx + 1, val & ((_U1 << np.uint64(spill)) - _U1), spill
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _put_symbol(out, widx, acc, nacc, ent, s, raw, vbits):
     """Pack one symbol's code and raw field on its own (the path for escapes)."""
     code = ent >> _U8
@@ -282,7 +282,7 @@ def _put_symbol(out, widx, acc, nacc, ent, s, raw, vbits):
     return _put(out, widx, acc, nacc, raw & _UMASK32, 32)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pack_run(j0, j1, sym, raw, table, vbits, out, widx, acc, nacc, hist2, nsym):
     """Count and pack symbols j0..j1-1 two at a time; escapes take the slow path.
 
@@ -322,7 +322,7 @@ def _pack_run(j0, j1, sym, raw, table, vbits, out, widx, acc, nacc, hist2, nsym)
     return widx, acc, nacc
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _pack_block(
     m, i, sym, raw, table, vbits, out, widx, acc, nacc, sync, nsync, next_sync, sync_k, hist2,
 ):  # fmt: skip
@@ -343,7 +343,7 @@ def _pack_block(
     return widx, acc, nacc, nsync, next_sync
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, nogil=True, inline="always")
 def _encode_impl(
     x, xb, nz, ny, nx, is32, step, eb, cm, ce, has_fill, fill_bits,
     radius, table, sync_k, planes, out, sync, hist,
@@ -401,7 +401,7 @@ def _encode_impl(
     return bits
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _encode_f32(
     x, xb, nz, ny, nx, step, eb, cm, ce, has_fill, fill_bits,
     radius, table, sync_k, planes, out, sync, hist,
@@ -413,7 +413,7 @@ def _encode_f32(
     )  # fmt: skip
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _encode_f64(
     x, xb, nz, ny, nx, step, eb, cm, ce, has_fill, fill_bits,
     radius, table, sync_k, planes, out, sync, hist,
@@ -490,7 +490,7 @@ _CLS_FILL = 3
 _PAD_WORDS = 8
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _decode_tables(lengths: np.ndarray, radius: int) -> np.ndarray:
     """A 2**_SMALL_BITS first-level table (entry 0: the code is longer) followed by
     huffman.decode_table's 2**16 entries, each with the symbol's residual and class folded in.
@@ -517,7 +517,7 @@ def _decode_tables(lengths: np.ndarray, radius: int) -> np.ndarray:
     return tabs
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _peek(words, pos):
     """The 64 bits from bit pos on, MSB-first."""
     w = np.uint64(pos >> 6)
@@ -541,7 +541,7 @@ _SH_BIG = np.uint64(64 - _LUT_BITS)
 _BIG = np.uint64(1 << _SMALL_BITS)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _decode_escape(words, pos, entry, vraw, i, vbits):
     """Read an escape's raw field: the new position, the value for dq and the refilled bits."""
     cls = (entry >> 5) & 3
@@ -558,7 +558,7 @@ def _decode_escape(words, pos, entry, vraw, i, vbits):
     return pos, v, _peek(words, pos)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _decode_symbols(words, bits, starts, sync_k, n, tabs, dq, vraw, vbits):
     """Entropy-decode a chunk into dq; returns (status, segment, bit position).
 
@@ -647,7 +647,7 @@ def _decode_symbols(words, bits, starts, sync_k, n, tabs, dq, vraw, vbits):
     return 0, 0, 0
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _reconstruct(dq, vraw, nz, ny, nx, step, has_fill, fill_bits, planes, t, out, outb):
     """q = residual + Lorenzo prediction in box order (q = 0 at escapes), then x = q * S;
     escapes get their verbatim bits (from vraw) or the fill value. planes as in _encode_impl,
@@ -780,7 +780,7 @@ def decode_chunk(c: ChunkPayload, coding: Coding) -> np.ndarray:
     return out.reshape(box.shape)
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _finite_range(x: np.ndarray, bits: np.ndarray, fill_bits: int, has_fill: bool):
     lo, hi, n = np.inf, -np.inf, 0
     for i in range(x.size):

@@ -73,8 +73,9 @@ DEFAULT_ADAPT_LAG = 1
 # --- chunking ------------------------------------------------------------------------------
 #: Sync point every K symbols: the bit offset of symbol j*K is stored for parallel decoding.
 DEFAULT_SYNC_INTERVAL = 4096
-#: Target values per chunk.
-DEFAULT_CHUNK_VALUES = 1 << 20
+#: Target values per chunk: small enough that the offline-coded first chunk is a small share of
+#: a field and the on-chip buffers stay small, large enough that tables cost < 0.02 bits/value.
+DEFAULT_CHUNK_VALUES = 1 << 18
 #: Hard cap per chunk, so that every bit offset fits in uint32 (2**24 * 80 bits < 2**32).
 MAX_CHUNK_VALUES = 1 << 24
 #: Hardware line buffer: longest chunk row (x extent) in values.
