@@ -4,6 +4,7 @@
     ceaz decompress IN OUT
     ceaz info IN [--all] [--json]
     ceaz verify ORIGINAL COMPRESSED [--shape Z,Y,X] [--json]
+    ceaz report IN OUTDIR [--rel EB,EB,...] [--detail EB] [--no-peers] [--shape Z,Y,X] ...
 
 Inputs are .npy files or raw little-endian .f32/.f64 files (which need --shape). Everything
 streams chunk by chunk, so memory stays a small multiple of the chunk size, and outputs appear
@@ -27,7 +28,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from . import codec, files
+from . import codec, files, report
 from . import format as fmt
 from .chunk import decode_chunks
 from .container import Header
@@ -121,6 +122,29 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     _add_progress(p)
     p.set_defaults(run=cmd_verify)
+
+    p = sub.add_parser(
+        "report", help="rate-distortion beside SZ3/ZFP, error histogram, slices: PNG + HTML"
+    )
+    p.add_argument("input", metavar="IN", help=".npy, or raw .f32/.f64 (needs --shape)")
+    p.add_argument("output", metavar="OUTDIR", help="directory for index.html and the figures")
+    p.add_argument("--shape", metavar="Z,Y,X", help="shape of a raw input (or to reshape a .npy)")
+    p.add_argument("--dtype", metavar="f32|f64", help="value type of a raw input of any suffix")
+    p.add_argument(
+        "--rel",
+        metavar="EB,EB,...",
+        default=",".join(f"{b:g}" for b in report.DEFAULT_BOUNDS),
+        help="relative bounds to sweep (default %(default)s)",
+    )
+    p.add_argument(
+        "--detail",
+        metavar="EB",
+        default=f"{report.DEFAULT_DETAIL:g}",
+        help="relative bound of the histogram and slice (default %(default)s)",
+    )
+    p.add_argument("--no-peers", action="store_true", help="leave out SZ3 and ZFP")
+    p.add_argument("--name", help="title of the report (default: the input's file name)")
+    p.set_defaults(run=cmd_report)
     return parser
 
 
@@ -476,6 +500,50 @@ def cmd_verify(args: argparse.Namespace) -> int:
     print(f"{'special':<14}{q.n_special} non-finite/fill values: {special}")
     print(f"{'result':<14}{'OK' if ok else 'FAILED'}")
     return 0 if ok else 1
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def parse_bounds(text: str) -> list[float]:
+    """--rel for `report`: comma-separated relative bounds, each in (0, 1)."""
+    bounds = [parse_bound(t) for t in text.split(",") if t.strip()]
+    if not bounds:
+        raise ValueError(f"--rel needs at least one bound, got {text!r}")
+    for b in bounds:
+        if b >= 1:
+            raise ValueError(f"relative bounds must be below 1, got {b:g}")
+    return bounds
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    bounds = parse_bounds(args.rel)
+    detail = parse_bound(args.detail)
+    if detail >= 1:
+        raise ValueError(f"--detail must be a relative bound below 1, got {args.detail}")
+    report.require_matplotlib()
+    shape = files.parse_shape(args.shape) if args.shape else None
+    src = files.open_input(args.input, shape, args.dtype)
+    out = Path(args.output)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"output {args.output!r} exists and is not a directory")
+    name = args.name or Path(args.input).name
+    t0 = time.perf_counter()
+    result = report.make_report(src, out, name, bounds, detail, peers=not args.no_peers)
+    codecs = ", ".join(dict.fromkeys(p.codec for p in result.points))
+    print(
+        f"{args.input} -> {result.html}: {len(result.points)} points ({codecs}), "
+        f"{len(result.figures)} figures, {time.perf_counter() - t0:.1f} s"
+    )
+    for p in result.points:
+        if p.rel_eb == detail:
+            print(
+                f"  {p.codec:<5} at relative bound {detail:g}: {p.bits_per_value:.3f} bits/value, "
+                f"PSNR {p.psnr_db:.2f} dB, bound {'held' if p.bound_held else 'BROKEN'}"
+            )
+    for note in result.notes:
+        print(f"  note: {note}")
+    return 0
 
 
 # --- entry point -----------------------------------------------------------------------------
