@@ -185,3 +185,16 @@ def test_multi_chunk_adaptation_reads_the_table_in_each_chunk():
     tables = {reader.chunk(i).payload.lengths.tobytes() for i in range(16)}
     assert len(tables) > 1  # the codebook adapted
     assert_promise(x, data)
+
+
+@pytest.mark.parametrize("use_jit", [True, False])
+def test_chunks_never_expand_beyond_raw(use_jit):
+    """A bound below float32 precision sends most values verbatim; such chunks are stored."""
+    rng = np.random.default_rng(11)
+    x = (1000 + rng.standard_normal((4, 50, 60))).astype(np.float32)
+    data = codec.compress(x, 1e-9, "rel", Settings(chunk_values=3000), use_jit=use_jit)
+    reader = StreamReader.from_bytes(data)
+    assert any(reader.chunk(i).payload.stored for i in range(reader.header.n_chunks))
+    assert len(data) < x.nbytes + 1000 * reader.header.n_chunks
+    y = assert_promise(x, data)
+    np.testing.assert_array_equal(codec.decompress(data, use_jit=not use_jit), y)

@@ -33,6 +33,7 @@ class EncodedChunk:
     n_outlier: int
     n_verbatim: int
     n_fill: int
+    stored: bool = False
 
 
 @dataclass(frozen=True)
@@ -63,12 +64,27 @@ def chunk_symbols(values: np.ndarray, coding: Coding):
 def encode_chunk(
     values: np.ndarray, box: Box, coding: Coding, lengths: np.ndarray, use_jit: bool = True
 ) -> EncodedChunk:
+    """The coded chunk, or its raw values when coding would not make it smaller."""
     if values.shape != box.shape:
         raise ValueError(f"chunk values have shape {values.shape!r}, box is {box.shape!r}")
     if use_jit:
         from . import _jit
 
-        return _jit.encode_chunk(values, box, coding, lengths)
+        enc = _jit.encode_chunk(values, box, coding, lengths)
+    else:
+        enc = _encode_reference(values, box, coding, lengths)
+    raw_bits = values.size * fmt.VALUE_BITS[values.dtype]
+    if enc.payload_bits <= raw_bits:
+        return enc
+    raw = np.ascontiguousarray(values).astype(values.dtype.newbyteorder("<"), copy=False)
+    enc.payload, enc.payload_bits = raw.tobytes(), raw_bits
+    enc.sync, enc.stored = np.zeros(0, dtype=np.uint32), True
+    return enc
+
+
+def _encode_reference(
+    values: np.ndarray, box: Box, coding: Coding, lengths: np.ndarray
+) -> EncodedChunk:
     sym, raw, raw_lens = chunk_symbols(values, coding)
     codes = huffman.canonical_codes(lengths)
     payload, bits, starts = packer.pack(codes[sym], lengths[sym], raw, raw_lens)
@@ -97,6 +113,15 @@ class ChunkPayload:
     payload: bytes
     payload_bits: int
     sync: np.ndarray
+    stored: bool = False
+
+
+def _stored_values(c: ChunkPayload, coding: Coding) -> np.ndarray:
+    dtype = coding.qp.dtype
+    if c.payload_bits != c.box.size * fmt.VALUE_BITS[dtype] or len(c.sync):
+        raise CorruptStreamError(f"chunk {c.box.index}: stored chunk of the wrong size")
+    values = np.frombuffer(c.payload, dtype=dtype).astype(dtype.newbyteorder("="))
+    return values.reshape(c.box.shape)
 
 
 def _raw_width_table(radius: int, dtype: np.dtype) -> np.ndarray:
@@ -180,16 +205,18 @@ def decode_chunks(
     chunks: list[ChunkPayload], coding: Coding, use_jit: bool = True
 ) -> list[np.ndarray]:
     """Values of each chunk, as (z, y, x) boxes."""
-    if not chunks:
-        return []
+    coded = [c for c in chunks if not c.stored]
     if use_jit:
         from . import _jit
 
-        return [_jit.decode_chunk(c, coding) for c in chunks]
-    sym, raw = decode_symbols(chunks, coding)
-    out, base = [], 0
-    for c in chunks:
-        n = c.box.size
-        out.append(values_from_symbols(sym[base : base + n], raw[base : base + n], c.box, coding))
-        base += n
-    return out
+        decoded = [_jit.decode_chunk(c, coding) for c in coded]
+    else:
+        decoded, base = [], 0
+        sym, raw = decode_symbols(coded, coding) if coded else (None, None)
+        for c in coded:
+            n = c.box.size
+            s, r = sym[base : base + n], raw[base : base + n]
+            decoded.append(values_from_symbols(s, r, c.box, coding))
+            base += n
+    it = iter(decoded)
+    return [_stored_values(c, coding) if c.stored else next(it) for c in chunks]

@@ -166,6 +166,7 @@ def pack_chunk(c: EncodedChunk) -> bytes:
         c.n_outlier,
         c.n_verbatim,
         c.n_fill,
+        fmt.CHUNK_STORED if c.stored else 0,
     )
     payload = c.payload + bytes(_pad8(len(c.payload)) - len(c.payload))
     body = b"".join([head, _pack_lengths(c.lengths), c.sync.astype("<u4").tobytes(), payload])
@@ -212,12 +213,18 @@ def unpack_chunk(record: bytes, header: Header, box: tiling.Box) -> ChunkInfo:
         raise CorruptStreamError(f"{where}: CRC mismatch, the chunk is damaged")
     f = fmt.CHUNK_HEADER.unpack_from(body)
     index, n_values, origin, shape = f[1], f[2], tuple(f[3:6]), tuple(f[6:9])
-    bits, n_sync, n_out, n_verb, n_fill = f[9:]
+    bits, n_sync, n_out, n_verb, n_fill, flags = f[9:]
+    stored = bool(flags & fmt.CHUNK_STORED)
+    _check(flags & ~fmt.CHUNK_STORED == 0, f"{where}: unknown flags {flags:#x}")
     _check(index == box.index, f"{where}: record claims index {index}")
     _check(origin == box.origin and shape == box.shape, f"{where}: box does not match the header")
     _check(n_values == box.size, f"{where}: value count {n_values}, expected {box.size}")
     k = header.sync_interval
-    _check(n_sync == -(-n_values // k) - 1, f"{where}: {n_sync} sync points, expected more/less")
+    expected_sync = 0 if stored else -(-n_values // k) - 1
+    _check(n_sync == expected_sync, f"{where}: {n_sync} sync points, expected {expected_sync}")
+    if stored:
+        value_bits = fmt.VALUE_BITS[header.dtype]
+        _check(bits == n_values * value_bits, f"{where}: stored chunk of the wrong size")
     off = fmt.CHUNK_HEADER.size
     nsym = fmt.n_symbols(header.radius)
     lengths = _unpack_lengths(body[off : off + nsym // 2])
@@ -226,13 +233,13 @@ def unpack_chunk(record: bytes, header: Header, box: tiling.Box) -> ChunkInfo:
     sync = np.frombuffer(body, dtype="<u4", count=n_sync, offset=off).astype(np.int64)
     off += 4 * n_sync
     _check(
-        bool(np.all(np.diff(np.concatenate(([0], sync, [bits]))) > 0)) or n_values == 0,
+        bool(np.all(np.diff(np.concatenate(([0], sync, [bits]))) > 0)),
         f"{where}: sync offsets are not increasing within the payload",
     )
     payload = body[off : off + (bits + 7) // 8]
     _check(not any(body[off + len(payload) :]), f"{where}: nonzero padding after the payload")
     return ChunkInfo(
-        ChunkPayload(box, lengths, payload, bits, sync), n_out, n_verb, n_fill, size
+        ChunkPayload(box, lengths, payload, bits, sync, stored), n_out, n_verb, n_fill, size
     )
 
 

@@ -96,8 +96,12 @@ HEADER_SIZE = HEADER.size + HEADER_CRC.size
 FLAG_FILL = 0x01
 
 #: Chunk record header: magic, chunk index, value count, box origin (z, y, x), box shape
-#: (z, y, x), payload bit length, sync point count, outlier count, verbatim count, fill count.
-CHUNK_HEADER = struct.Struct("<4sII3I3IQIIII")
+#: (z, y, x), payload bit length, sync point count, outlier count, verbatim count, fill count,
+#: flags.
+CHUNK_HEADER = struct.Struct("<4sII3I3IQIIIII")
+#: The payload holds the chunk's values as raw little-endian IEEE words, because coding them
+#: would have taken more bits (bounds below the data's precision). The host decides this.
+CHUNK_STORED = 0x01
 CHUNK_CRC = struct.Struct("<I")
 #: Index: magic, chunk count, then one u64 file offset per chunk, then CRC32 of the index.
 INDEX_HEAD = struct.Struct("<4sI")
