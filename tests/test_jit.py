@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
 
 from ceaz import _jit, chunk, codec, huffman, packer, quantizer
 from ceaz import format as fmt
@@ -449,3 +450,19 @@ def test_wrong_dtype_and_bad_lengths_are_refused():
         _jit.encode_chunk(x, box, coding, huffman.offline_lengths(512))
     with pytest.raises(ValueError):
         _jit.encode_chunk(x.astype(np.float32), box, coding, huffman.offline_lengths(16))
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    hist=hnp.arrays(
+        np.uint64,
+        st.integers(2, 1100),
+        elements=st.one_of(st.just(0), st.integers(0, 5), st.integers(0, 1 << 40)),
+    )
+)
+def test_compiled_codebook_construction_matches_the_reference(hist):
+    w = huffman.weights_from_histogram(hist)
+    max_len = max(16, int(np.ceil(np.log2(len(w)))))
+    np.testing.assert_array_equal(
+        _jit.code_lengths(w, max_len), huffman.code_lengths(w, max_len)
+    )

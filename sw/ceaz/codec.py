@@ -160,15 +160,21 @@ def make_header(
 class CodebookSchedule:
     """Which code lengths code the next chunk: the adaptation rule shared with the RTL."""
 
-    def __init__(self, radius: int, lag: int):
+    def __init__(self, radius: int, lag: int, use_jit: bool = True):
         self.radius = radius
         self.lag = lag
+        self.use_jit = use_jit
         self.history: deque[np.ndarray] = deque()
 
     def next_lengths(self) -> np.ndarray:
         if self.lag == 0 or len(self.history) < self.lag:
             return huffman.offline_lengths(self.radius)
-        return huffman.code_lengths(huffman.weights_from_histogram(self.history[0]))
+        weights = huffman.weights_from_histogram(self.history[0])
+        if self.use_jit:
+            from . import _jit
+
+            return _jit.code_lengths(weights)
+        return huffman.code_lengths(weights)
 
     def observe(self, hist: np.ndarray) -> None:
         self.history.append(hist)
@@ -201,7 +207,7 @@ def encode_stream(
     header = make_header(src, eb, mode, settings, use_jit)
     coding = Coding(header.qparams, header.radius, header.sync_interval)
     src3 = src.reshape(header.shape3)
-    schedule = CodebookSchedule(header.radius, header.adapt_lag)
+    schedule = CodebookSchedule(header.radius, header.adapt_lag, use_jit)
     pos = out.write(header.pack())
     offsets = []
     unreleased = 0
