@@ -351,7 +351,7 @@ def test_interrupted_compress_leaves_nothing(tmp_path, monkeypatch, capsys, exis
     out = tmp_path / "x.cz"
     if existing:
         out.write_bytes(b"old output")
-    _interrupt_after(monkeypatch, codec, "encode_chunk", 3)
+    _interrupt_after(monkeypatch, codec, "code_chunk", 3)
     rc = run("compress", tmp_path / "x.npy", out, "--abs", "0.1", "--chunk-values", "60")
     assert rc == 130 and "interrupted" in capsys.readouterr().err
     assert (out.read_bytes() == b"old output") if existing else not out.exists()
@@ -376,7 +376,7 @@ def test_failed_compress_keeps_existing_output(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(codec, "encode_chunk", broken)
+    monkeypatch.setattr(codec, "code_chunk", broken)
     assert run("compress", tmp_path / "x.npy", out, "--abs", "0.1") == 2
     assert out.read_bytes() == b"old output" and leftovers(tmp_path) == []
 

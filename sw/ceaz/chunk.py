@@ -1,6 +1,6 @@
 """One chunk through the pipeline: quantizer, predictor, symbols, entropy coder, packer.
 
-`encode_chunk` is what the hardware does to one chunk; `decode_chunks` is its inverse for a
+`code_chunk` is what the hardware does to one chunk; `decode_chunks` is its inverse for a
 batch of chunks at once (vectorised across chunks and sync segments). The fast compiled path
 (`ceaz._jit`) and this numpy reference produce the same bytes; `use_jit` picks one.
 """
@@ -61,18 +61,21 @@ def chunk_symbols(values: np.ndarray, coding: Coding):
     return sym, raw, symbols.raw_widths(sym, coding.radius, x.dtype)
 
 
-def encode_chunk(
+def code_chunk(
     values: np.ndarray, box: Box, coding: Coding, lengths: np.ndarray, use_jit: bool = True
 ) -> EncodedChunk:
-    """The coded chunk, or its raw values when coding would not make it smaller."""
+    """A chunk's coded form, exactly what the compressor pipeline (and the card) produces."""
     if values.shape != box.shape:
         raise ValueError(f"chunk values have shape {values.shape!r}, box is {box.shape!r}")
     if use_jit:
         from . import _jit
 
-        enc = _jit.encode_chunk(values, box, coding, lengths)
-    else:
-        enc = _encode_reference(values, box, coding, lengths)
+        return _jit.encode_chunk(values, box, coding, lengths)
+    return _encode_reference(values, box, coding, lengths)
+
+
+def store_if_larger(enc: EncodedChunk, values: np.ndarray) -> EncodedChunk:
+    """The host's decision after coding: keep the raw values when coding made them larger."""
     raw_bits = values.size * fmt.VALUE_BITS[values.dtype]
     if enc.payload_bits <= raw_bits:
         return enc
@@ -80,6 +83,13 @@ def encode_chunk(
     enc.payload, enc.payload_bits = raw.tobytes(), raw_bits
     enc.sync, enc.stored = np.zeros(0, dtype=np.uint32), True
     return enc
+
+
+def encode_chunk(
+    values: np.ndarray, box: Box, coding: Coding, lengths: np.ndarray, use_jit: bool = True
+) -> EncodedChunk:
+    """The coded chunk, or its raw values when coding would not make it smaller."""
+    return store_if_larger(code_chunk(values, box, coding, lengths, use_jit), values)
 
 
 def _encode_reference(

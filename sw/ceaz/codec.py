@@ -22,7 +22,7 @@ import numpy as np
 
 from . import format as fmt
 from . import huffman, symbols, tiling
-from .chunk import Coding, decode_chunks, encode_chunk
+from .chunk import Coding, EncodedChunk, code_chunk, decode_chunks, store_if_larger
 from .container import (
     ChunkInfo,
     Header,
@@ -37,6 +37,9 @@ from .container import (
 )
 from .errors import CorruptStreamError
 from .quantizer import F32, F64, quant_params
+
+#: Codes one chunk box of values with the given code lengths (see `ceaz.chunk.code_chunk`).
+ChunkCoder = Callable[[np.ndarray, tiling.Box, Coding, np.ndarray], EncodedChunk]
 
 #: Values decoded together in one vectorised batch.
 DECODE_BATCH_VALUES = 1 << 22
@@ -200,8 +203,17 @@ def encode_stream(
     settings: Settings | None = None,
     use_jit: bool = True,
     on_chunk: Callable[[int], None] | None = None,
+    coder: ChunkCoder | None = None,
 ) -> Header:
-    """Compress src into the writable stream out, one chunk at a time."""
+    """Compress src into the writable stream out, one chunk at a time.
+
+    ``coder`` codes one chunk (the software model by default; the card's driver is another);
+    whichever codes, the host keeps the raw values of a chunk that coding made larger.
+    """
+    if coder is None:
+        def coder(values, box, coding, lengths):
+            return code_chunk(values, box, coding, lengths, use_jit)
+
     src = _check_array(src)
     settings = settings or Settings()
     header = make_header(src, eb, mode, settings, use_jit)
@@ -213,7 +225,7 @@ def encode_stream(
     unreleased = 0
     for box in tiling.boxes(header.shape3, header.chunk):
         values = np.ascontiguousarray(src3[box.slices], dtype=header.dtype)
-        enc = encode_chunk(values, box, coding, schedule.next_lengths(), use_jit)
+        enc = store_if_larger(coder(values, box, coding, schedule.next_lengths()), values)
         schedule.observe(enc.hist)
         offsets.append(pos)
         pos += out.write(pack_chunk(enc))
