@@ -1,0 +1,110 @@
+"""The beat layouts that flow between the pipeline stages (docs/hardware.md, "Stages").
+
+Every stage moves one beat of N lanes per clock through an ``amaranth.lib.stream``. A beat is
+``{"lanes": N x <lane layout>, "last": 1, "count": 0..N}``: value ``j`` of the beat is lane
+``j``, ``last`` marks the final beat of a chunk, and ``count`` says how many lanes (always
+lanes ``0 .. count-1``) hold values. Only a chunk's last beat may have ``count < N``; lanes at
+or above ``count`` carry don't-care data that no stage may count, code or emit.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import signed, unsigned
+from amaranth.lib import data, enum
+
+from ceaz import format as fmt
+
+__all__ = [
+    "LANE_COUNTS",
+    "Coded",
+    "Escape",
+    "Kind",
+    "Prequantized",
+    "Q_BITS",
+    "Residual",
+    "Symbol",
+    "beat",
+    "code_field_bits",
+]
+
+#: Lane counts the pipeline is built for.
+LANE_COUNTS = (1, 2, 4, 8, 16)
+#: |q| < 2**Q_BITS, otherwise the value goes verbatim (format.Q_LIMIT).
+Q_BITS = fmt.Q_LIMIT.bit_length() - 1
+#: |delta| < 2**(Q_BITS + 3): three first differences of q.
+DELTA_BITS = Q_BITS + 4
+
+
+class Kind(enum.Enum, shape=2):
+    """Value kinds, as ``ceaz.quantizer.KIND_*``."""
+
+    NORMAL = 0
+    VERBATIM = 1
+    FILL = 2
+
+
+class Escape(enum.Enum, shape=2):
+    """Which escape a coded value is, for the chunk trailer's counts."""
+
+    NONE = 0
+    OUTLIER = 1
+    VERBATIM = 2
+    FILL = 3
+
+
+def beat(lane_layout, lanes: int) -> data.StructLayout:
+    """One beat of ``lanes`` values, each of ``lane_layout``, with ``last`` and ``count``."""
+    if lanes not in LANE_COUNTS:
+        raise ValueError(f"lanes must be one of {LANE_COUNTS}, not {lanes!r}")
+    return data.StructLayout({
+        "lanes": data.ArrayLayout(lane_layout, lanes),
+        "last": 1,
+        "count": range(lanes + 1),
+    })
+
+
+#: After the prequantizer: ``q`` (0 unless the kind is normal), the kind, the input bits.
+Prequantized = data.StructLayout({
+    "q": signed(Q_BITS + 1),
+    "kind": Kind,
+    "raw": unsigned(32),
+})
+
+#: After the Lorenzo predictor: the residual replaces ``q``.
+Residual = data.StructLayout({
+    "delta": signed(DELTA_BITS),
+    "kind": Kind,
+    "raw": unsigned(32),
+})
+
+
+def symbol_bits(radius: int) -> int:
+    """Width of a symbol index for ``2 * radius + 2`` symbols."""
+    return (fmt.n_symbols(radius) - 1).bit_length()
+
+
+def Symbol(radius: int) -> data.StructLayout:  # noqa: N802 -- a layout, named like one
+    """After the symbol stage: the symbol, its raw field (right-aligned) and that field's
+    width (0, ``OUTLIER_BITS`` or 32)."""
+    return data.StructLayout({
+        "sym": unsigned(symbol_bits(radius)),
+        "raw": unsigned(32),
+        "raw_len": range(33),
+        "esc": Escape,
+    })
+
+
+def code_field_bits(max_code_len: int) -> int:
+    """Width of a coded value: the longest code followed by the longest raw field."""
+    return max_code_len + 32
+
+
+def Coded(max_code_len: int) -> data.StructLayout:  # noqa: N802
+    """After the Huffman lanes: ``len`` bits of ``bits`` (right-aligned, sent MSB first), the
+    code followed by the raw field, and the escape class."""
+    width = code_field_bits(max_code_len)
+    return data.StructLayout({
+        "bits": unsigned(width),
+        "len": range(width + 1),
+        "esc": Escape,
+    })

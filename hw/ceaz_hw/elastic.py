@@ -1,0 +1,68 @@
+"""A two-entry output buffer that lets a deep pipeline stall on a registered enable.
+
+A pipeline whose every register is gated by ``downstream.ready`` has a combinational path from
+the consumer to thousands of flip-flops. Instead, the pipeline advances on ``i.ready`` of this
+buffer, which depends only on the buffer's own fill level (a register), and the buffer absorbs
+the beat that is already on its way when the consumer stops. With two entries a full-rate
+stream passes at one beat per clock.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Module, Shape, ShapeCastable, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["ElasticBuffer"]
+
+
+class ElasticBuffer(wiring.Component):
+    """Two-entry stream buffer with registered outputs and a level-only ``i.ready``.
+
+    Parameters
+    ----------
+    shape : shape-like
+        Payload shape of both streams.
+
+    Members
+    -------
+    i : ``In(stream.Signature(shape))``
+        ``i.ready`` is high while an entry is free; it never depends on ``o.ready`` or
+        ``i.valid``, so it can drive the clock enable of the producing pipeline.
+    o : ``Out(stream.Signature(shape))``
+        ``o.valid`` and ``o.payload`` come straight from registers.
+    """
+
+    def __init__(self, shape):
+        if not isinstance(shape, ShapeCastable):
+            Shape.cast(shape)  # raises a clear error for anything that is not a shape
+        self._shape = shape
+        super().__init__({
+            "i": In(stream.Signature(shape)),
+            "o": Out(stream.Signature(shape)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+
+        head = Signal(self._shape, name="head")
+        tail = Signal(self._shape, name="tail")
+        level = Signal(range(3))
+
+        push = self.i.valid & self.i.ready
+        pop = self.o.valid & self.o.ready
+        m.d.comb += [
+            self.i.ready.eq(level != 2),
+            self.o.valid.eq(level != 0),
+            self.o.payload.eq(head),
+        ]
+        m.d.sync += level.eq(level + push - pop)
+        with m.If(pop):
+            m.d.sync += head.eq(tail)
+        with m.If(push):
+            # The entry to write is the first free one after this cycle's pop.
+            with m.If((level == 0) | ((level == 1) & pop)):
+                m.d.sync += head.eq(self.i.payload)
+            with m.Else():
+                m.d.sync += tail.eq(self.i.payload)
+        return m

