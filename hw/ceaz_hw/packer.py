@@ -1,0 +1,482 @@
+"""The packer: coded lanes to W-bit output words, with sync offsets and a trailer per chunk.
+
+What it must produce is fixed by docs/hardware.md ("Packer"): the lanes' fields concatenated
+in element order, MSB first, exactly as ``ceaz.packer.pack`` lays them out (the first bit of
+the stream is bit 7 of byte 0, byte ``k`` of a word is ``data[8k+7:8k]``), then the sync
+offsets (``starts[K::K]`` of the model), then the 32-byte trailer.
+
+Why it is built this way
+------------------------
+A beat may carry up to ``lanes * (max_code_len + 32)`` bits (768 at 16 lanes) but averages a few
+bits per value. One barrel shifter per lane into a wide accumulator would not close timing, so
+the beat is first reduced to a single field by a pipelined pairwise merge tree, and only that
+field is shifted, once, into a window aligned to the output words:
+
+* ``s1``: the input beat, registered.
+* ``s2``: each lane's field left-aligned in ``F = max_code_len + 32`` bits (a small shift per
+  lane, which also drops anything above ``len``); lanes at or above ``count`` get length 0.
+  The beat's escapes are counted here.
+* ``log2(lanes)`` merge levels: ``(a, la), (b, lb) -> (a : b >> la, la + lb)``, left-aligned.
+* position stage: the running bit count ``pos`` of the chunk gives the beat's offset in its
+  first word (``pos mod W``) and how many words it completes. Sync offsets (``pos`` at the
+  start of a beat whose first value index is a non-zero multiple of K) go into a FIFO; the
+  chunk's totals for the trailer travel with its last beat.
+* two shift stages (coarse, fine) place the field at ``pos mod W`` in a window of ``M`` words.
+
+All of that is gated by one enable, ``~front_valid | accept``, which depends on registers
+only. The accumulator holds ``D = M + 2`` words and ORs each window in at word ``p`` (the
+first word not yet complete), a word-level select instead of a bit-level shift, and emits the
+oldest complete word per clock. After a chunk's last beat it refuses input until the
+padded payload, the sync offsets and the trailer are out, so each chunk starts on a fresh
+word. The output goes through an :class:`~ceaz_hw.elastic.ElasticBuffer`, whose level-only
+``i.ready`` keeps ``o.ready`` away from the datapath.
+
+The CRC of the trailer is computed on the payload words as they leave the accumulator:
+:class:`~ceaz_hw.crc.StreamCRC` when ``W = 64``, and the same construction
+(:func:`ceaz_hw.crc.update_matrices`) widened to whole 64-bit groups of a wider word otherwise.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Const, EnableInserter, Module, Mux, Signal, unsigned
+from amaranth.lib import data, enum, stream, wiring
+from amaranth.lib.fifo import SyncFIFOBuffered
+from amaranth.lib.wiring import In, Out
+
+from ceaz import format as fmt
+from ceaz.regmap import TRAILER_MAGIC
+
+from .beats import LANE_COUNTS, Coded, Escape, beat, code_field_bits
+from .crc import CRC32, StreamCRC, initial_state, update_matrices
+from .elastic import ElasticBuffer
+
+__all__ = ["TRAILER_BYTES", "Packer", "output_layout", "word_bits"]
+
+#: Bytes of the chunk trailer before padding to whole words.
+TRAILER_BYTES = 32
+#: Values per chunk are counted in a u32 (the trailer's ``n``).
+_COUNT_BITS = 32
+
+
+def word_bits(lanes: int) -> int:
+    """Output word width W: 16 bits per lane, at least 64."""
+    return max(64, 16 * lanes)
+
+
+def output_layout(width: int) -> data.StructLayout:
+    """An output word: ``data`` (byte ``k`` in bits ``8k..8k+7``) and ``last`` (the final word
+    of a chunk's trailer)."""
+    return data.StructLayout({"data": unsigned(width), "last": 1})
+
+
+def _bytes_reversed(value, width):
+    """Internal words keep the stream MSB-first (stream bit ``t`` at bit ``width-1-t``); on the
+    bus byte 0 (stream bits 0..7, first bit in bit 7) is the least significant byte."""
+    return Cat(value[width - 8 * (k + 1) : width - 8 * k] for k in range(width // 8))
+
+
+#: A chunk's totals, carried with its last beat to the trailer.
+_Totals = data.StructLayout({
+    "n": unsigned(_COUNT_BITS),
+    "bits": unsigned(64),
+    "outliers": unsigned(32),
+    "verbatims": unsigned(32),
+    "fills": unsigned(32),
+    "syncs": unsigned(32),
+})
+
+
+class _WideCRC(wiring.Component):
+    """zlib CRC-32 of words of ``width`` bytes (a multiple of 8) whose valid bytes are a whole
+    number of 8-byte groups; same ports and timing as :class:`~ceaz_hw.crc.StreamCRC`, which
+    stops at 8 bytes per beat. ``n_bytes`` must be a multiple of 8."""
+
+    def __init__(self, width):
+        self.width = width
+        super().__init__({
+            "i": In(stream.Signature(data.StructLayout({
+                "data": unsigned(8 * width), "n_bytes": range(width + 1), "last": 1}))),
+            "crc": Out(32),
+            "crc_valid": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        init = initial_state(CRC32)
+        state = Signal(32, init=init)
+        done = Signal()
+        source = Mux(done, init, state)
+        m.d.comb += [
+            self.i.ready.eq(1),
+            self.crc.eq(state ^ CRC32.xor_output),
+            self.crc_valid.eq(done),
+        ]
+        beat = self.i.payload
+        with m.If(self.i.valid):
+            m.d.sync += done.eq(beat.last)
+            with m.Switch(beat.n_bytes):
+                with m.Case(0):
+                    m.d.sync += state.eq(source)
+                for nbytes in range(8, self.width + 1, 8):
+                    nxt = Signal(32, name=f"after_{nbytes}")
+                    payload = beat.data[: 8 * nbytes]
+                    for i, mask in enumerate(update_matrices(nbytes, CRC32)):
+                        m.d.comb += nxt[i].eq((source & (mask & 0xFFFFFFFF)).xor()
+                                              ^ (payload & (mask >> 32)).xor())
+                    with m.Case(nbytes):
+                        m.d.sync += state.eq(nxt)
+        return m
+
+
+class _Front(wiring.Component):
+    """Input register, merge tree, position stage and window shift; every register advances
+    every clock and the parent gates them all with one enable."""
+
+    def __init__(self, lanes, max_code_len, width):
+        self.lanes, self.field, self.width = lanes, code_field_bits(max_code_len), width
+        self.beat_bits = lanes * self.field
+        #: Window words: a field starting anywhere in a word fits.
+        self.window_words = -(-(width - 1 + self.beat_bits) // width)
+        self.pos_bits = (self.field << _COUNT_BITS).bit_length()
+        m_words = self.window_words
+        super().__init__({
+            "x": In(beat(Coded(max_code_len), lanes)),
+            "x_valid": In(1),
+            "sync_interval": In(32),
+            # Combinational, from the position stage: the parent gates them with the enable.
+            "sync_push": Out(1),
+            "sync_offset": Out(32),
+            # The last stage.
+            "valid": Out(1),
+            "window": Out(m_words * width),  # word 0 (the first) in the top bits
+            "words": Out(range(m_words + 1)),  # words this beat completes
+            "last": Out(1),
+            "totals": Out(_Totals),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes, field, width = self.lanes, self.field, self.width
+
+        x = Signal.like(self.x)
+        valid = Signal()
+        m.d.sync += [x.eq(self.x), valid.eq(self.x_valid)]
+
+        # s2: left-align each lane; a lane beyond `count` is a field of length 0.
+        vals, lens = [], []
+        counts = {e: 0 for e in (Escape.OUTLIER, Escape.VERBATIM, Escape.FILL)}
+        for j in range(lanes):
+            lane = x.lanes[j]
+            used = j < x.count
+            length = Mux(used, lane.len, 0)
+            aligned = (Cat(Const(0, field), lane.bits) >> length)[:field]
+            v, n = Signal(field, name=f"lane{j}_v"), Signal(range(field + 1), name=f"lane{j}_l")
+            m.d.sync += [v.eq(aligned), n.eq(length)]
+            vals.append(v)
+            lens.append(n)
+            for e in counts:
+                counts[e] = counts[e] + (used & (lane.esc == e))
+        esc = {}
+        for e, total in counts.items():
+            esc[e] = Signal(range(lanes + 1), name=f"n_{e.name.lower()}")
+            m.d.sync += esc[e].eq(total)
+        side = {"valid": valid, "last": x.last, "count": x.count}
+        side = self._delay(m, side, "s2")
+
+        # Merge tree, one registered level per halving.
+        level, bw = 0, field
+        while len(vals) > 1:
+            level += 1
+            nv, nl = [], []
+            for k in range(0, len(vals), 2):
+                a, la, b, lb = vals[k], lens[k], vals[k + 1], lens[k + 1]
+                v = Signal(2 * bw, name=f"m{level}_{k // 2}_v")
+                n = Signal(range(2 * bw + 1), name=f"m{level}_{k // 2}_l")
+                m.d.sync += [
+                    v.eq(Cat(Const(0, bw), a) | (Cat(Const(0, bw), b) >> la)),
+                    n.eq(la + lb),
+                ]
+                nv.append(v)
+                nl.append(n)
+            vals, lens, bw = nv, nl, 2 * bw
+            side = self._delay(m, side, f"m{level}")
+            esc = {e: self._delay(m, {"n": s}, f"m{level}_{e.name.lower()}")["n"]
+                   for e, s in esc.items()}
+        value, length = vals[0], lens[0]
+
+        # Position stage: the chunk's running counts (registers updated per valid beat).
+        log_w = width.bit_length() - 1
+        pos = Signal(self.pos_bits)
+        n_values = Signal(_COUNT_BITS)
+        phase = Signal(32)  # n_values mod K
+        totals = {e: Signal(32, name=f"total_{e.name.lower()}") for e in esc}
+        n_syncs = Signal(32)
+
+        offset = pos[:log_w]
+        end = Signal(range(width + self.beat_bits))
+        m.d.comb += end.eq(offset + length)
+        # The last beat also completes its partial word (zero-padded).
+        words = Mux(side["last"], (end + width - 1) >> log_w, end >> log_w)
+        sync_here = side["valid"] & (phase == 0) & (n_values != 0)
+        m.d.comb += [self.sync_push.eq(sync_here), self.sync_offset.eq(pos[:32])]
+        next_phase = phase + side["count"]
+        with m.If(side["valid"]):
+            with m.If(side["last"]):
+                m.d.sync += [pos.eq(0), n_values.eq(0), phase.eq(0), n_syncs.eq(0)]
+                m.d.sync += [t.eq(0) for t in totals.values()]
+            with m.Else():
+                m.d.sync += [
+                    pos.eq(pos + length),
+                    n_values.eq(n_values + side["count"]),
+                    phase.eq(Mux(next_phase >= self.sync_interval, 0, next_phase)),
+                    n_syncs.eq(n_syncs + sync_here),
+                ]
+                m.d.sync += [totals[e].eq(totals[e] + esc[e]) for e in esc]
+        chunk = Signal(_Totals)
+        m.d.comb += [
+            chunk.n.eq(n_values + side["count"]),
+            chunk.bits.eq(pos + length),
+            chunk.outliers.eq(totals[Escape.OUTLIER] + esc[Escape.OUTLIER]),
+            chunk.verbatims.eq(totals[Escape.VERBATIM] + esc[Escape.VERBATIM]),
+            chunk.fills.eq(totals[Escape.FILL] + esc[Escape.FILL]),
+            chunk.syncs.eq(n_syncs + sync_here),
+        ]
+        s = self._delay(m, {"valid": side["valid"], "last": side["last"], "totals": chunk,
+                            "words": words, "offset": offset, "value": value}, "p")
+
+        # Window shift in two stages: by a multiple of 16, then by 0..15.
+        mw = self.window_words * width
+        placed = Cat(Const(0, mw - self.beat_bits), s["value"])
+        coarse = s["offset"][4:]
+        s = self._delay(m, {**{k: s[k] for k in ("valid", "last", "totals", "words")},
+                            "fine": s["offset"][:4], "window": (placed >> (coarse * 16))[:mw]},
+                        "c")
+        s = self._delay(m, {**{k: s[k] for k in ("valid", "last", "totals", "words")},
+                            "window": (s["window"] >> s["fine"])[:mw]}, "f")
+
+        m.d.comb += [
+            self.valid.eq(s["valid"]),
+            self.window.eq(s["window"]),
+            self.words.eq(s["words"]),
+            self.last.eq(s["last"]),
+            self.totals.eq(s["totals"]),
+        ]
+        return m
+
+    @staticmethod
+    def _delay(m, values, stage):
+        """Registered copies of ``values``, named after the stage."""
+        out = {}
+        for name, value in values.items():
+            reg = Signal(value.shape(), name=f"{stage}_{name}")
+            m.d.sync += reg.eq(value)
+            out[name] = reg
+        return out
+
+
+class _Phase(enum.Enum, shape=2):
+    PAYLOAD = 0
+    SYNC = 1
+    TRAILER = 2
+
+
+class Packer(wiring.Component):
+    """Coded beats to the chunk's bitstream, sync offsets and trailer, in W-bit words.
+
+    Parameters
+    ----------
+    lanes : int
+        Values per beat, one of 1, 2, 4, 8 or 16.
+    max_code_len : int
+        Longest Huffman code; a lane field holds up to ``max_code_len + 32`` bits.
+    max_sync : int
+        Sync offsets one chunk may hold (the FIFO that keeps them until the payload is out).
+        A chunk with more is not supported (the top level refuses such a configuration).
+
+    Members
+    -------
+    i : ``In(stream.Signature(beat(Coded(max_code_len), lanes)))``
+        ``len`` bits of ``bits`` per lane, right-aligned, sent MSB first; bits above ``len``
+        and lanes at or above ``count`` are ignored. ``esc`` is counted for the trailer.
+        One beat per clock while the beats average at most W bits.
+    o : ``Out(stream.Signature(output_layout(W)))``
+        Per chunk: ``ceil(payload_bits / W)`` payload words (zero-padded), the sync offsets
+        (u32 little-endian, ``W / 32`` per word, zero-padded), the 32-byte trailer
+        (zero-padded to whole words) with ``last`` on its final word.
+    sync_interval : ``In(unsigned(32))``
+        K, a non-zero multiple of ``lanes``; held while a chunk passes the input.
+
+    Latency: a beat that completes a word shows it on ``o`` :meth:`latency` clocks after the
+    beat is accepted (output ready). A chunk's tail (its last partial word, the sync offsets
+    at one u32 per clock and the trailer) holds the next chunk's input for a few clocks.
+    """
+
+    @staticmethod
+    def latency(lanes: int) -> int:
+        """Input register, lane alignment, merge levels, position, two shift stages, the
+        accumulator and the output buffer."""
+        return 2 + (lanes.bit_length() - 1) + 3 + 2
+
+    def __init__(self, lanes=1, max_code_len=fmt.MAX_CODE_LEN, max_sync=1024):
+        if lanes not in LANE_COUNTS:
+            raise ValueError(f"lanes must be one of {LANE_COUNTS}, not {lanes!r}")
+        if not isinstance(max_code_len, int) or not 1 <= max_code_len <= 32:
+            raise ValueError(f"max_code_len must be an int in 1..32, not {max_code_len!r}")
+        if not isinstance(max_sync, int) or max_sync < 1:
+            raise ValueError(f"max_sync must be a positive int, not {max_sync!r}")
+        self.lanes, self.max_code_len, self.max_sync = lanes, max_code_len, max_sync
+        self.width = word_bits(lanes)
+        super().__init__({
+            "i": In(stream.Signature(beat(Coded(max_code_len), lanes))),
+            "o": Out(stream.Signature(output_layout(self.width))),
+            "sync_interval": In(unsigned(32)),
+        })
+
+    #: Front registers after the position stage; the next chunk's beats can push this many
+    #: sync offsets while the current chunk's are still in the FIFO.
+    _PAST_POSITION = 3
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self.width
+        front = _Front(self.lanes, self.max_code_len, width)
+        m_words = front.window_words
+        depth = m_words + 2  # accumulator words
+
+        m.submodules.out_buffer = out_buf = ElasticBuffer(output_layout(width))
+        m.submodules.syncs = fifo = SyncFIFOBuffered(
+            width=32, depth=self.max_sync + self._PAST_POSITION)
+        m.submodules.crc = crc = StreamCRC(8) if width == 64 else _WideCRC(width // 8)
+
+        out_ready = out_buf.i.ready  # level-only
+        out_valid = Signal()
+        out_data = Signal(width)
+        out_last = Signal()
+        m.d.comb += [
+            out_buf.i.valid.eq(out_valid),
+            out_buf.i.payload.data.eq(out_data),
+            out_buf.i.payload.last.eq(out_last),
+        ]
+        wiring.connect(m, out_buf.o, wiring.flipped(self.o))
+
+        # -- accumulator ---------------------------------------------------------------------
+        phase = Signal(_Phase)
+        buf = [Signal(width, name=f"acc{j}") for j in range(depth)]
+        complete = Signal(range(depth + 1))  # p: complete words at the head of `buf`
+        ending = Signal()  # the chunk's last beat is in: drain, then sync offsets and trailer
+        totals = Signal(_Totals)
+        last_groups = Signal(range(width // 64 + 1))  # 64-bit groups in the final word
+
+        pop = Signal()
+        accept = Signal()
+        base = Signal(range(depth + 1))
+        m.d.comb += [
+            pop.eq((phase == _Phase.PAYLOAD) & (complete != 0) & out_ready),
+            base.eq(complete - pop),
+            accept.eq(front.valid & (phase == _Phase.PAYLOAD) & ~ending
+                      & (base + m_words <= depth)),
+        ]
+        enable = Signal()
+        m.d.comb += enable.eq(~front.valid | accept)
+        m.submodules.front = EnableInserter(enable)(front)
+        m.d.comb += [
+            front.x.eq(self.i.payload),
+            front.x_valid.eq(self.i.valid),
+            front.sync_interval.eq(self.sync_interval),
+            self.i.ready.eq(enable),
+            fifo.w_en.eq(front.sync_push & enable),
+            fifo.w_data.eq(front.sync_offset),
+        ]
+
+        incoming = [Signal(width, name=f"in{j}") for j in range(depth)]
+        with m.If(accept):
+            with m.Switch(base):
+                for b in range(depth - m_words + 1):
+                    with m.Case(b):
+                        for k in range(m_words):
+                            top = (m_words - k) * width
+                            m.d.comb += incoming[b + k].eq(front.window[top - width : top])
+        for j in range(depth):
+            after_pop = Mux(pop, buf[j + 1] if j + 1 < depth else 0, buf[j])
+            m.d.sync += buf[j].eq(after_pop | incoming[j])
+        m.d.sync += complete.eq(base + Mux(accept, front.words, 0))
+
+        with m.If(accept & front.last):
+            bits_in_final = (front.totals.bits - 1)[: width.bit_length() - 1]  # mod W
+            m.d.sync += [
+                ending.eq(1),
+                totals.eq(front.totals),
+                last_groups.eq((bits_in_final >> 6) + 1),
+            ]
+
+        # CRC of the payload words (byte 0 first, as on the bus), ended by an empty beat.
+        final_word = ending & (complete == 1)
+        to_trailer = Signal()
+        m.d.comb += [
+            to_trailer.eq((phase == _Phase.PAYLOAD) & ending & (complete == 0)),
+            crc.i.valid.eq(pop | to_trailer),
+            crc.i.payload.data.eq(_bytes_reversed(buf[0], width)),
+            crc.i.payload.n_bytes.eq(Mux(to_trailer, 0,
+                                         Mux(final_word, last_groups * 8, width // 8))),
+            crc.i.payload.last.eq(to_trailer),
+        ]
+
+        # -- sync offsets and trailer -------------------------------------------------------
+        per_word = width // 32
+        sync_left = Signal(32)
+        gathered = Signal(range(per_word + 1))
+        staging = Signal(width)
+        trailer_words = -(-TRAILER_BYTES * 8 // width)
+        trailer_index = Signal(range(trailer_words + 1))  # at least one bit
+        trailer = Cat(
+            Const(TRAILER_MAGIC, 32), totals.n, totals.bits,
+            Mux(totals.bits == 0, 0, crc.crc),  # an empty payload's CRC is 0
+            totals.outliers, totals.verbatims, totals.fills,
+        )
+        trailer = Cat(trailer, Const(0, trailer_words * width - len(trailer)))
+        emit_sync = (gathered == per_word) | ((sync_left == 0) & (gathered != 0))
+
+        with m.Switch(phase):
+            with m.Case(_Phase.PAYLOAD):
+                m.d.comb += [
+                    out_valid.eq(complete != 0),
+                    out_data.eq(_bytes_reversed(buf[0], width)),
+                ]
+                with m.If(to_trailer):
+                    m.d.sync += [
+                        phase.eq(_Phase.SYNC),
+                        ending.eq(0),
+                        sync_left.eq(totals.syncs),
+                        gathered.eq(0),
+                        staging.eq(0),
+                    ]
+            with m.Case(_Phase.SYNC):
+                m.d.comb += [out_valid.eq(emit_sync), out_data.eq(staging)]
+                with m.If(emit_sync):
+                    with m.If(out_ready):
+                        m.d.sync += [gathered.eq(0), staging.eq(0)]
+                with m.Elif(sync_left != 0):
+                    m.d.comb += fifo.r_en.eq(1)
+                    with m.If(fifo.r_rdy):
+                        m.d.sync += [sync_left.eq(sync_left - 1), gathered.eq(gathered + 1)]
+                        with m.Switch(gathered):
+                            for k in range(per_word):
+                                with m.Case(k):
+                                    m.d.sync += staging[32 * k : 32 * k + 32].eq(fifo.r_data)
+                with m.Else():
+                    m.d.sync += [phase.eq(_Phase.TRAILER), trailer_index.eq(0)]
+            with m.Case(_Phase.TRAILER):
+                final = trailer_index == trailer_words - 1
+                m.d.comb += [
+                    out_valid.eq(crc.crc_valid | (totals.bits == 0)),
+                    out_last.eq(final),
+                ]
+                with m.Switch(trailer_index):
+                    for k in range(trailer_words):
+                        with m.Case(k):
+                            m.d.comb += out_data.eq(trailer[k * width : (k + 1) * width])
+                with m.If(out_valid & out_ready):
+                    m.d.sync += trailer_index.eq(trailer_index + 1)
+                    with m.If(final):
+                        m.d.sync += phase.eq(_Phase.PAYLOAD)
+        return m

@@ -1,0 +1,283 @@
+"""The compressor: AXI4-Stream float32 in, AXI4-Stream chunk records out, AXI4-Lite control.
+
+This is the only module that knows every stage; each stage knows only its neighbours' beat
+layouts (``ceaz_hw.beats``). The pipeline order follows docs/hardware.md:
+
+    s_axis -> input framing -> Quantizer -> Predictor -> SymbolStage -+-> HuffmanLanes -> Packer
+                                                                      `-> Histogram
+
+The register file (``ceaz.regmap``) holds the configuration; the framing stage checks TLAST
+against the box size from the registers, so a misplaced TLAST never desynchronises the chunk
+boundaries of the later stages (it is flagged in ERROR and the chunk ends where the box says
+or where TLAST came, whichever is first).
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, ResetInserter, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ceaz import format as fmt
+from ceaz import regmap
+
+from .axi import AXI4LiteSignature, AXI4StreamSignature
+from .beats import LANE_COUNTS, Escape, symbol_bits
+from .histogram import Histogram
+from .huffman import HuffmanLanes
+from .packer import Packer
+from .predictor import Predictor
+from .quantizer import Quantizer
+from .regfile import RegisterFile
+from .symbols import SymbolStage
+
+__all__ = ["Compressor", "word_bits"]
+
+
+def word_bits(lanes: int) -> int:
+    """Width W of the output stream: 16 bits per lane, at least 64."""
+    return max(64, 16 * lanes)
+
+
+class Compressor(wiring.Component):
+    """The whole compressor pipeline, N values per clock.
+
+    Parameters
+    ----------
+    lanes : int
+        Values per beat N, one of 1, 2, 4, 8, 16.
+    radius : int
+        Quantization radius R (the alphabet has 2R + 2 symbols).
+    max_code_len, max_line, max_plane, max_sync : int
+        See docs/hardware.md, "Parameters".
+    """
+
+    def __init__(self, lanes=4, radius=fmt.DEFAULT_RADIUS, max_code_len=fmt.MAX_CODE_LEN,
+                 max_line=fmt.DEFAULT_MAX_LINE, max_plane=fmt.DEFAULT_MAX_PLANE, max_sync=1024):
+        if lanes not in LANE_COUNTS:
+            raise ValueError(f"lanes must be one of {LANE_COUNTS}, not {lanes!r}")
+        if not fmt.MIN_RADIUS <= radius <= fmt.MAX_RADIUS:
+            raise ValueError(f"radius must be in [{fmt.MIN_RADIUS}, {fmt.MAX_RADIUS}]")
+        if max_code_len != fmt.MAX_CODE_LEN:
+            raise ValueError(f"max_code_len must be {fmt.MAX_CODE_LEN} (the format's limit)")
+        for name, value in [("max_line", max_line), ("max_plane", max_plane)]:
+            if value < lanes or value & (value - 1):
+                raise ValueError(f"{name} must be a power of two >= lanes, not {value!r}")
+        if max_plane < max_line:
+            raise ValueError("max_plane must be at least max_line")
+        self.lanes, self.radius, self.max_code_len = lanes, radius, max_code_len
+        self.max_line, self.max_plane, self.max_sync = max_line, max_plane, max_sync
+        self.word_bits = word_bits(lanes)
+        super().__init__({
+            "s_axis": In(AXI4StreamSignature(32 * lanes)),
+            "m_axis": Out(AXI4StreamSignature(self.word_bits)),
+            "s_axil": In(AXI4LiteSignature(regmap.ADDRESS_BITS, 32)),
+            "irq": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n_lanes = self.lanes
+        soft_reset = Signal()
+
+        m.submodules.regs = regs = RegisterFile(regmap.REGISTERS)
+        wiring.connect(m, wiring.flipped(self.s_axil), regs.axi)
+        reg = regs.fields
+
+        def pipeline(name, component):
+            """Stages lose their state (not their memories' contents) on a soft reset."""
+            m.submodules[name] = ResetInserter(soft_reset)(component)
+            return component
+
+        quant = pipeline("quantizer", Quantizer(n_lanes))
+        pred = pipeline("predictor", Predictor(n_lanes, self.max_line, self.max_plane))
+        syms = pipeline("symbols", SymbolStage(n_lanes, self.radius))
+        huff = pipeline("huffman", HuffmanLanes(n_lanes, self.radius, self.max_code_len))
+        hist = pipeline("histogram", Histogram(n_lanes, fmt.n_symbols(self.radius),
+                                               fmt.MAX_CHUNK_VALUES))
+        pack = pipeline("packer", Packer(n_lanes, self.max_code_len, self.max_sync))
+
+        # -- configuration ---------------------------------------------------------------
+        cx, cy, cz = reg["BOX_X"].value, reg["BOX_Y"].value, reg["BOX_Z"].value
+        sync_k = reg["SYNC_INTERVAL"].value
+        plane = Signal(50)
+        values = Signal(75)
+        sync_room = Signal(43)
+        m.d.sync += [
+            plane.eq(cy * cx),
+            values.eq(plane * cz),
+            sync_room.eq((self.max_sync + 1) * sync_k),
+        ]
+        bad_config = Signal()
+        m.d.sync += bad_config.eq(
+            (cx == 0) | (cy == 0) | (cz == 0)
+            | (values > fmt.MAX_CHUNK_VALUES)
+            | ((cy > 1) & (cx > self.max_line))
+            | ((cz > 1) & (plane > self.max_plane))
+            | (sync_k == 0) | (sync_k[: (n_lanes - 1).bit_length()] != 0 if n_lanes > 1 else 0)
+            | (values > sync_room)
+        )
+        # A configuration write takes a few clocks to reach bad_config and the stages.
+        settle = Signal(range(8), init=7)
+        with m.If(regs.config_written):
+            m.d.sync += settle.eq(7)
+        with m.Elif(settle != 0):
+            m.d.sync += settle.eq(settle - 1)
+
+        m.d.comb += [
+            quant.cfg.recip_mant.eq(reg["RECIP_MANT"].value),
+            quant.cfg.recip_exp.eq(reg["RECIP_EXP"].value),
+            quant.cfg.step.eq(reg["STEP"].value),
+            quant.cfg.eb.eq(reg["EB"].value),
+            quant.cfg.fill_bits.eq(reg["FILL_BITS"].value),
+            quant.cfg.fill_enable.eq(reg["FILL_ENABLE"].value[0]),
+            pred.cx.eq(cx),
+            pred.cy.eq(cy),
+            pred.cz.eq(cz),
+            pack.sync_interval.eq(sync_k),
+        ]
+
+        # -- input framing: TKEEP -> count, TLAST checked against the box ----------------
+        s = self.s_axis
+        count = Signal(range(n_lanes + 1))
+        m.d.comb += count.eq(sum(s.tkeep[4 * j] for j in range(n_lanes)))
+        taken = Signal(range(fmt.MAX_CHUNK_VALUES + 1))  # values of this chunk already in
+        remaining = Signal(range(fmt.MAX_CHUNK_VALUES + 1))
+        m.d.comb += remaining.eq(values - taken)
+        ends_here = Signal()
+        m.d.comb += ends_here.eq(remaining <= count)
+        beat_count = Signal.like(count)
+        m.d.comb += beat_count.eq(count)
+        with m.If(ends_here):
+            m.d.comb += beat_count.eq(remaining)
+        in_ready = Signal()
+        m.d.comb += [
+            in_ready.eq(quant.i.ready & ~bad_config & (settle == 0) & ~soft_reset),
+            s.tready.eq(in_ready),
+            quant.i.valid.eq(s.tvalid & in_ready),
+            quant.i.payload.last.eq(ends_here | s.tlast),
+            quant.i.payload.count.eq(beat_count),
+        ]
+        for j in range(n_lanes):
+            m.d.comb += quant.i.payload.lanes[j].eq(s.tdata[32 * j: 32 * j + 32])
+        tlast_early = Signal()
+        tlast_missing = Signal()
+        accepted = s.tvalid & in_ready
+        with m.If(accepted):
+            with m.If(ends_here | s.tlast):
+                m.d.sync += taken.eq(0)
+            with m.Else():
+                m.d.sync += taken.eq(taken + count)
+        m.d.comb += [
+            tlast_early.eq(accepted & s.tlast & ~ends_here),
+            tlast_missing.eq(accepted & ends_here & (~s.tlast | (count > remaining))),
+        ]
+
+        # -- the stages ----------------------------------------------------------------------
+        wiring.connect(m, quant.o, pred.i)
+        wiring.connect(m, pred.o, syms.i)
+        # Fork the symbols to the Huffman lanes and the histogram; both take the beat together.
+        src = syms.o
+        m.d.comb += [
+            huff.i.payload.eq(src.payload),
+            huff.i.valid.eq(src.valid & hist.i.ready),
+            hist.i.valid.eq(src.valid & huff.i.ready),
+            hist.i.payload.last.eq(src.payload.last),
+            hist.i.payload.count.eq(src.payload.count),
+            src.ready.eq(huff.i.ready & hist.i.ready),
+        ]
+        for j in range(n_lanes):
+            m.d.comb += hist.i.payload.lanes[j].eq(src.payload.lanes[j].sym)
+        wiring.connect(m, huff.o, pack.i)
+        o = self.m_axis
+        m.d.comb += [
+            o.tdata.eq(pack.o.payload.data),
+            o.tkeep.eq(-1),
+            o.tlast.eq(pack.o.payload.last),
+            o.tvalid.eq(pack.o.valid),
+            pack.o.ready.eq(o.tready),
+        ]
+
+        # -- codebook and histogram access -------------------------------------------------------
+        cb_addr = Signal(symbol_bits(self.radius))
+        m.d.comb += [
+            huff.cb_addr.eq(cb_addr),
+            huff.cb_data.eq(reg["CB_DATA"].value),
+            huff.cb_we.eq(reg["CB_DATA"].strobe),
+            huff.cb_commit.eq(reg["CB_COMMIT"].strobe & reg["CB_COMMIT"].value[0]),
+            hist.rd_addr.eq(reg["HIST_ADDR"].value),
+            reg["HIST_DATA"].value.eq(hist.rd_data),
+            reg["HIST_CHUNKS"].value.eq(hist.chunks),
+        ]
+        # CB_DATA writes walk through the symbols from the last CB_ADDR written.
+        with m.If(reg["CB_ADDR"].strobe):
+            m.d.sync += cb_addr.eq(reg["CB_ADDR"].value)
+        with m.Elif(reg["CB_DATA"].strobe):
+            m.d.sync += cb_addr.eq(cb_addr + 1)
+
+        # -- status, errors, counters ----------------------------------------------------------
+        in_flight = Signal(range(1 << 16))
+        chunk_in = accepted & quant.i.payload.last
+        chunk_out = o.tvalid & o.tready & o.tlast
+        m.d.sync += in_flight.eq(in_flight + chunk_in - chunk_out)
+        busy = Signal()
+        m.d.comb += [
+            busy.eq((in_flight != 0) | (taken != 0)),
+            regs.busy.eq(busy),
+        ]
+        error = Signal(len(regmap.ERROR))
+        ctrl = reg["CTRL"]
+        m.d.comb += soft_reset.eq(ctrl.strobe & ctrl.value[0])
+        clear_error = ctrl.strobe & (ctrl.value[0] | ctrl.value[1])
+        events = Signal.like(error)
+        m.d.comb += events.eq(Cat(
+            tlast_early, tlast_missing, regs.config_while_busy, bad_config & s.tvalid,
+            huff.cb_busy_error, regs.bad_address,
+        ))
+        with m.If(clear_error):
+            m.d.sync += error.eq(0)
+        with m.Else():
+            m.d.sync += error.eq(error | events)
+        with m.If(soft_reset):
+            m.d.sync += [in_flight.eq(0), taken.eq(0)]
+        m.d.comb += [
+            reg["STATUS"].value.eq(Cat(busy, huff.cb_pending, error != 0, hist.clearing)),
+            reg["ERROR"].value.eq(error),
+            self.irq.eq(error != 0),
+        ]
+
+        escapes = Signal(range(n_lanes + 1))
+        fork_taken = src.valid & src.ready
+        m.d.comb += escapes.eq(sum(
+            (src.payload.lanes[j].esc != Escape.NONE) & (j < src.payload.count)
+            for j in range(n_lanes)
+        ))
+        counters = {
+            "CYCLES": 1,
+            "BEATS": accepted,
+            "VALUES": Mux(accepted, beat_count, 0),
+            "STALLS": s.tvalid & ~in_ready,
+            "ESCAPES": Mux(fork_taken, escapes, 0),
+            "ACTIVE": busy,
+        }
+        for name, increment in counters.items():
+            counter = Signal(64, name=name.lower())
+            m.d.sync += counter.eq(counter + increment)
+            high = Signal(32, name=f"{name.lower()}_hi")
+            with m.If(reg[f"{name}_LO"].strobe):
+                m.d.sync += high.eq(counter[32:])
+            m.d.comb += [reg[f"{name}_LO"].value.eq(counter[:32]), reg[f"{name}_HI"].value.eq(high)]
+
+        constants = {
+            "ID": regmap.ID_MAGIC,
+            "LANES": n_lanes,
+            "RADIUS": self.radius,
+            "MAX_CODE_LEN": self.max_code_len,
+            "MAX_LINE": self.max_line,
+            "MAX_PLANE": self.max_plane,
+            "MAX_SYNC": self.max_sync,
+            "WORD_BITS": self.word_bits,
+        }
+        for name, value in constants.items():
+            m.d.comb += reg[name].value.eq(value)
+        return m

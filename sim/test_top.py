@@ -1,0 +1,329 @@
+"""Top-level bench: the whole compressor against the model, byte for byte, on real data.
+
+The bench plays the host: it writes the prequantizer constants, box shapes and codebooks
+through AXI4-Lite, streams chunks through AXI4-Stream with random stalls on both sides, and
+compares every output chunk (payload, sync offsets, trailer) with ``ceaz.cardstream``'s model
+of it. Codebooks follow the model's adaptation schedule, written while the previous chunk is
+still streaming and committed before the next one starts (codebook swaps under traffic).
+"""
+
+from __future__ import annotations
+
+import os
+
+import cocotb
+import numpy as np
+import pytest
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
+from cocotbext.axi import (
+    AxiLiteBus,
+    AxiLiteMaster,
+    AxiStreamBus,
+    AxiStreamFrame,
+    AxiStreamSink,
+    AxiStreamSource,
+)
+from runner import bench_params, run_bench
+from streams import random_stalls
+
+from ceaz import codec, datasets, huffman, regmap, tiling
+from ceaz.cardstream import card_output
+from ceaz.chunk import Coding, code_chunk
+from ceaz.codec import CodebookSchedule, Settings
+from ceaz.regmap import ERROR, STATUS, by_name
+from ceaz_hw.top import Compressor, word_bits
+
+PERIOD_NS = 10
+SEED = int(os.environ.get("CEAZ_SIM_SEED", "1"))
+#: The longest a chunk's output may take after its input (only a hang exceeds it).
+CHUNK_TIMEOUT_US = 20_000
+
+
+def f32_bits(value: float) -> int:
+    return int(np.array(value, dtype=np.float32).view(np.uint32))
+
+
+class TB:
+    """Clock, reset, the AXI models and the host's side of the register map."""
+
+    def __init__(self, dut):
+        self.dut = dut
+        p = bench_params()
+        self.lanes, self.radius = p["lanes"], p["radius"]
+        self.settings = Settings(
+            radius=self.radius, max_line=p["max_line"], max_plane=p["max_plane"],
+            chunk_values=p["chunk_values"],
+        )  # fmt: skip
+        self.word_bits = word_bits(self.lanes)
+        cocotb.start_soon(Clock(dut.clk, PERIOD_NS, unit="ns").start())
+        self.source = AxiStreamSource(
+            AxiStreamBus.from_prefix(dut, "s_axis", bus_separator="__"), dut.clk, dut.rst)
+        self.sink = AxiStreamSink(
+            AxiStreamBus.from_prefix(dut, "m_axis", bus_separator="__"), dut.clk, dut.rst)
+        self.axil = AxiLiteMaster(
+            AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__"), dut.clk, dut.rst)
+        self.book = None
+        self.values_compared = 0
+
+    def set_stalls(self, seed: int | None) -> None:
+        if seed is None:
+            self.source.clear_pause_generator()
+            self.sink.clear_pause_generator()
+        else:
+            self.source.set_pause_generator(random_stalls(seed))
+            self.sink.set_pause_generator(random_stalls(seed + 1, busy=0.3))
+
+    async def reset(self) -> None:
+        self.dut.rst.value = 1
+        await ClockCycles(self.dut.clk, 4)
+        self.dut.rst.value = 0
+        await ClockCycles(self.dut.clk, 2)
+        self.book = None
+        await self.wait_status(STATUS.HIST_CLEARING, 0)
+
+    async def write(self, name: str, value: int) -> None:
+        await self.axil.write_dword(by_name(name).address, int(value) & 0xFFFFFFFF)
+
+    async def read(self, name: str) -> int:
+        return await self.axil.read_dword(by_name(name).address)
+
+    async def wait_status(self, bit: STATUS, want: int, timeout_cycles: int = 200_000) -> None:
+        for _ in range(timeout_cycles // 8):
+            if bool(await self.read("STATUS") & bit) == bool(want):
+                return
+            await ClockCycles(self.dut.clk, 4)
+        raise AssertionError(f"STATUS.{bit.name} did not become {want}")
+
+    async def configure(self, header) -> None:
+        qp = header.qparams
+        await self.write("RECIP_MANT", qp.recip_mant)
+        await self.write("RECIP_EXP", qp.recip_exp)
+        await self.write("STEP", f32_bits(qp.step))
+        await self.write("EB", f32_bits(qp.eb_f))
+        await self.write("FILL_BITS", qp.fill_bits or 0)
+        await self.write("FILL_ENABLE", qp.fill_bits is not None)
+        await self.write("SYNC_INTERVAL", header.sync_interval)
+
+    async def load_book(self, lengths: np.ndarray) -> None:
+        """Write a codebook to the next bank and commit it (after the last commit took)."""
+        await self.wait_status(STATUS.CB_PENDING, 0)
+        codes = huffman.canonical_codes(lengths)
+        await self.write("CB_ADDR", 0)
+        for code, length in zip(codes.tolist(), np.asarray(lengths).tolist(), strict=True):
+            await self.write("CB_DATA", code | length << 16)
+        await self.write("CB_COMMIT", 1)
+        self.book = np.asarray(lengths).copy()
+
+    async def set_box(self, shape) -> None:
+        await self.wait_status(STATUS.BUSY, 0)
+        for name, n in zip(("BOX_Z", "BOX_Y", "BOX_X"), shape, strict=True):
+            await self.write(name, n)
+
+    async def compress(self, array, eb, mode="rel", settings=None, label="") -> int:
+        """Stream ``array`` through the card chunk by chunk; compare every chunk's output."""
+        settings = settings or self.settings
+        header = codec.make_header(array, eb, mode, settings)
+        coding = Coding(header.qparams, header.radius, header.sync_interval)
+        src3 = np.asarray(array, dtype=np.float32).reshape(header.shape3)
+        schedule = CodebookSchedule(header.radius, header.adapt_lag)
+        await self.wait_status(STATUS.BUSY, 0)
+        await self.configure(header)
+        expected = []
+        receiver = cocotb.start_soon(self._receive(expected, label))
+        shape = None
+        for box in tiling.boxes(header.shape3, header.chunk):
+            values = np.ascontiguousarray(src3[box.slices])
+            lengths = schedule.next_lengths()
+            enc = code_chunk(values, box, coding, lengths)
+            schedule.observe(enc.hist)
+            if box.shape != shape:
+                await self.set_box(box.shape)
+                shape = box.shape
+            if self.book is None or not np.array_equal(self.book, lengths):
+                await self.load_book(lengths)
+            expected.append((box.index, card_output(enc, self.word_bits), box.size))
+            await self.source.send(AxiStreamFrame(values.tobytes()))
+        expected.append(None)
+        await receiver
+        return header.n_chunks
+
+    async def _receive(self, expected: list, label: str) -> None:
+        i = 0
+        while True:
+            while len(expected) <= i:
+                await RisingEdge(self.dut.clk)
+            item = expected[i]
+            if item is None:
+                return
+            index, want, n = item
+            frame = await with_timeout(self.sink.recv(), CHUNK_TIMEOUT_US, "us")
+            got = bytes(frame.tdata)
+            if got != want:
+                diff = next((k for k in range(min(len(got), len(want))) if got[k] != want[k]), None)
+                raise AssertionError(
+                    f"{label} chunk {index}: card output differs from the model "
+                    f"({len(got)} vs {len(want)} bytes, first difference at byte {diff})"
+                )
+            self.values_compared += n
+            i += 1
+
+    async def check_histogram(self, array, eb, mode="rel") -> None:
+        """Compress one chunk and read its histogram back through the registers."""
+        header = codec.make_header(array, eb, mode, self.settings)
+        coding = Coding(header.qparams, header.radius, header.sync_interval)
+        box = next(iter(tiling.boxes(header.shape3, header.chunk)))
+        src3 = np.asarray(array, np.float32).reshape(header.shape3)
+        values = np.ascontiguousarray(src3[box.slices])
+        enc = code_chunk(values, box, coding, huffman.offline_lengths(header.radius))
+        assert header.n_chunks == 1, "keep the histogram check to one chunk"
+        await self.compress(array, eb, mode, label="histogram")
+        counts = []
+        for s in range(len(enc.hist)):
+            await self.write("HIST_ADDR", s)
+            counts.append(await self.read("HIST_DATA"))
+        assert np.array_equal(np.array(counts), enc.hist.astype(np.int64)), "histogram differs"
+
+
+def real_sample(name: str, planes: int) -> np.ndarray:
+    field = datasets.load(name)
+    return np.ascontiguousarray(field.reshape(-1, *field.shape[-2:])[:planes])
+
+
+# -- cocotb tests ---------------------------------------------------------------------------
+
+@cocotb.test()
+async def top_real_fields(dut):
+    """Real fields, several bounds, random stalls on both streams, codebooks adapting."""
+    tb = TB(dut)
+    tb.set_stalls(SEED)
+    await tb.reset()
+    cases = [
+        ("sea_ice_velocity", 1, 1e-3), ("u_wind", 2, 1e-2), ("colpex_theta", 6, 1e-4),
+        ("surface_temperature_ensemble", 2, 1e-3), ("colpex_pressure", 4, 1e-3),
+    ]  # fmt: skip
+    for name, planes, eb in cases:
+        await tb.compress(real_sample(name, planes), eb, label=f"{name} {eb:g}")
+    cocotb.log.info("bit-exact on %d real values", tb.values_compared)
+    _record(tb)
+
+
+@cocotb.test()
+async def top_shapes_and_escapes(dut):
+    """1-D, 2-D and 3-D boxes with partial beats, and every kind of escape."""
+    tb = TB(dut)
+    tb.set_stalls(SEED + 2)
+    await tb.reset()
+    rng = np.random.default_rng(SEED)
+    walk = np.cumsum(rng.standard_normal(3001)).astype(np.float32)
+    await tb.compress(walk, 1e-2, "abs", label="1-D")
+    await tb.compress(walk[:3], 1e-2, "abs", label="1-D, 3 values")
+    await tb.compress(walk[:2001].reshape(23, 87), 1e-3, label="2-D odd")
+    await tb.compress(np.resize(walk, (5, 7, 13)), 1e-3, label="3-D odd")
+    esc = np.resize(walk, (3, 9, 37)).copy()
+    esc[0, 0, 3] = np.nan
+    esc[1, 2, 3:6] = [np.inf, -np.inf, 3e38]
+    esc[2, :, 5] = -1e34
+    esc[0, 5, 9] = 5e3  # outlier
+    esc[1, 1, 1] = 1e-41
+    esc.reshape(-1)[::97] = datasets.FILL_VALUE
+    fill = Settings(radius=tb.radius, max_line=tb.settings.max_line,
+                    max_plane=tb.settings.max_plane, chunk_values=512, fill_value=-1e34)
+    await tb.compress(esc, 0.05, "abs", settings=fill, label="escapes")
+    await tb.compress(esc, 1e-30, "abs", settings=fill, label="all verbatim")
+    for kind in ("nan_inf", "subnormal", "alternating", "constant", "one_element"):
+        field = datasets.adversarial(kind, (4, 31, 29), seed=SEED)
+        await tb.compress(field, 1e-3, label=kind)
+    cocotb.log.info("bit-exact on %d values", tb.values_compared)
+    _record(tb)
+
+
+@cocotb.test()
+async def top_histogram_and_recovery(dut):
+    """The histogram reads back; TLAST in the wrong place is flagged and soft reset recovers;
+    a hard reset mid-stream leaves the card working."""
+    tb = TB(dut)
+    tb.set_stalls(None)
+    await tb.reset()
+    field = real_sample("u_wind", 1)[0, :40]
+    await tb.check_histogram(field, 1e-3)
+    assert await tb.read("ID") == regmap.ID_MAGIC
+    # TLAST early: a chunk of 1000 values announced, 100 sent with TLAST.
+    await tb.set_box((1, 1, 1000))
+    await tb.source.send(AxiStreamFrame(np.zeros(100, np.float32).tobytes()))
+    await tb.sink.recv()
+    assert await tb.read("ERROR") & ERROR.TLAST_EARLY
+    # A configuration write while busy is refused (the output is held, so the chunk stays in).
+    tb.sink.pause = True
+    await tb.set_box((1, 1, 4096))
+    await tb.source.send(AxiStreamFrame(np.ones(4096, np.float32).tobytes()))
+    await ClockCycles(dut.clk, 50)
+    await tb.write("BOX_X", 7)
+    tb.sink.pause = False
+    await tb.source.wait()
+    await tb.sink.recv()
+    assert await tb.read("ERROR") & ERROR.CONFIG_WHILE_BUSY
+    await tb.write("CTRL", regmap.CTRL.SOFT_RESET)
+    await ClockCycles(dut.clk, 10)
+    assert await tb.read("ERROR") == 0 and not await tb.read("STATUS") & STATUS.BUSY
+    tb.book = None
+    await tb.wait_status(STATUS.HIST_CLEARING, 0)
+    await tb.compress(field, 1e-3, label="after soft reset")
+    # Hard reset in the middle of a chunk.
+    await tb.set_box((1, 40, 192))
+    tb.source.send_nowait(AxiStreamFrame(field[:40].tobytes()))
+    await ClockCycles(dut.clk, 300)
+    tb.source.clear()
+    await tb.reset()
+    tb.sink.clear()
+    await tb.compress(field, 1e-3, label="after reset")
+    _record(tb)
+
+
+@cocotb.test()
+async def top_throughput(dut):
+    """No back-pressure: beats per clock from the card's own counters, on real data."""
+    tb = TB(dut)
+    tb.set_stalls(None)
+    await tb.reset()
+    field = real_sample("sea_ice_velocity", 2)
+    before = {k: await tb.read(f"{k}_LO") for k in ("BEATS", "ACTIVE", "STALLS")}
+    settings = Settings(radius=tb.radius, max_line=tb.settings.max_line,
+                        max_plane=tb.settings.max_plane, chunk_values=1 << 16, adapt_lag=0)
+    await tb.compress(field, 1e-3, settings=settings, label="throughput")
+    after = {k: await tb.read(f"{k}_LO") for k in ("BEATS", "ACTIVE", "STALLS")}
+    beats = after["BEATS"] - before["BEATS"]
+    active = after["ACTIVE"] - before["ACTIVE"]
+    cocotb.log.info("throughput: %d beats in %d active clocks = %.4f beats/clock (lanes %d)",
+                    beats, active, beats / active, tb.lanes)
+    _record(tb)
+
+
+def _record(tb: TB) -> None:
+    """Leave the count for the pytest wrapper, which sums it over the benches."""
+    path = os.environ.get("CEAZ_COUNT_FILE")
+    if path:
+        with open(path, "a") as f:
+            f.write(f"{tb.values_compared}\n")
+
+
+# -- pytest wrapper -------------------------------------------------------------------------
+
+CONFIGS = [
+    {"lanes": 1, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 14},
+    {"lanes": 4, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 15},
+    {"lanes": 16, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 16},
+]
+
+
+@pytest.mark.parametrize("params", CONFIGS, ids=lambda p: f"lanes{p['lanes']}")
+def test_top(params, tmp_path):
+    counts = tmp_path / "count"
+    run_bench(
+        lambda **p: Compressor(
+            p["lanes"], p["radius"], max_line=p["max_line"], max_plane=p["max_plane"]),
+        name="top", params=params, test_module=__name__,
+        extra_env={"CEAZ_COUNT_FILE": str(counts)},
+    )
+    total = sum(int(x) for x in counts.read_text().split())
+    print(f"\ntop lanes={params['lanes']}: bit-exact with the model on {total} values")
