@@ -13,13 +13,22 @@ nox.options.reuse_existing_virtualenvs = True
 nox.options.error_on_missing_interpreters = True
 
 PYTHON = "3.11"
+#: pynq and its metadata packages, installed without their dependencies: pynq 4.0 declares
+#: numpy<2 but runs on numpy 2 here; the `card` extra lists what it needs at run time.
+PYNQ = ["pynq==4.0.0", "pynqmetadata==0.2.0", "pynqutils==0.1.3"]
+
+
+def install_card(session: nox.Session, extras: str) -> None:
+    session.install("-e", f".[{extras},card]")
+    session.install("--no-deps", *PYNQ)
 
 
 @nox.session(python=PYTHON)
 def tests(session: nox.Session) -> None:
-    """The test suite (pytest, hypothesis) on real and adversarial data."""
-    session.install("-e", ".[test]")
-    session.run("pytest", "-n", "2", *session.posargs)
+    """The test suite (pytest, hypothesis) on real and adversarial data, the simulated card,
+    and the cocotb benches that hold the RTL bit-exact with the model (sim/)."""
+    install_card(session, "test")
+    session.run("pytest", "-n", "2", "tests", "sim", *session.posargs)
 
 
 @nox.session(python=PYTHON)
@@ -31,8 +40,9 @@ def lint(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def demo(session: nox.Session) -> None:
-    """The main job: compress a real scientific field, decompress it and report quality."""
-    session.install("-e", ".[data]")
+    """The main job: compress real scientific fields through the simulated card (the RTL under
+    Verilator, driven by the PYNQ driver), decompress on the CPU and report quality."""
+    install_card(session, "data")
     session.run("python", "-m", "ceaz.demo", *session.posargs)
 
 
@@ -48,3 +58,27 @@ def train(session: nox.Session) -> None:
     """Rebuild the offline codebook data from the real training fields."""
     session.install("-e", ".[data]")
     session.run("python", "-m", "ceaz.train", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def verilog(session: nox.Session) -> None:
+    """Verilog of the named configurations (bitstreams/flow.py verilog) into build/bitstreams."""
+    session.install("-e", ".[synth]")
+    session.run("python", "bitstreams/flow.py", "verilog", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def synth(session: nox.Session) -> None:
+    """Out-of-context ECP5 synthesis and place-and-route; writes bitstreams/reports/synth.*.
+
+    e.g. `nox -s synth -- --config lanes1 --config lanes4` (default: every configuration).
+    """
+    session.install("-e", ".[synth]")
+    session.run("python", "bitstreams/flow.py", "synth", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def synth_smoke(session: nox.Session) -> None:
+    """CI: the 1-lane synthesis smoke test (pytest -m synth), one to two minutes."""
+    session.install("-e", ".[synth]")
+    session.run("pytest", "-m", "synth", "tests/test_bitstreams.py", *session.posargs)

@@ -30,6 +30,7 @@ from tqdm import tqdm
 
 from . import codec, files, report
 from . import format as fmt
+from .backends import BACKENDS, coder_for
 from .chunk import decode_chunks
 from .container import Header
 from .errors import CeazError, CorruptStreamError
@@ -99,6 +100,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--fill", default="nan", metavar="VALUE|none", help="fill value coded as one symbol"
     )
+    p.add_argument(
+        "--backend", choices=BACKENDS, default="model",
+        help="what codes the chunks: the CPU model, the simulated card, a PYNQ board, or auto",
+    )  # fmt: skip
     _add_progress(p)
     p.set_defaults(run=cmd_compress)
 
@@ -251,7 +256,11 @@ def cmd_compress(args: argparse.Namespace) -> int:
     if _same_file(args.input, args.output):
         raise ValueError(f"output {args.output!r} is the input file; choose another name")
     nbytes, itemsize = src.nbytes, src.dtype.itemsize
-    with _progress(args, nbytes, "compress") as bar, files.atomic_output(args.output) as f:
+    with (
+        _progress(args, nbytes, "compress") as bar,
+        coder_for(args.backend, settings) as coder,
+        files.atomic_output(args.output) as f,
+    ):
         # The encoder drops input pages every 16 chunks; with big chunks that is most of the
         # file, so drop them after every few million values too.
         release = _every(RELEASE_VALUES, lambda: files.release(src))
@@ -261,7 +270,7 @@ def cmd_compress(args: argparse.Namespace) -> int:
             release(n)
 
         t0 = time.perf_counter()
-        header = codec.encode_stream(src, f, eb, mode, settings, on_chunk=on_chunk)
+        header = codec.encode_stream(src, f, eb, mode, settings, on_chunk=on_chunk, coder=coder)
         seconds = time.perf_counter() - t0
         size = f.tell()
     print(

@@ -247,10 +247,19 @@ def compress(
     mode: str = "abs",
     settings: Settings | None = None,
     use_jit: bool = True,
+    backend: str = "model",
 ) -> bytes:
-    """Compress an array into a complete ceaz container (bytes)."""
+    """Compress an array into a complete ceaz container (bytes).
+
+    ``backend`` picks what codes the chunks (`ceaz.backends`: "model", "sim", "pynq" or
+    "auto"); every backend gives the same bytes.
+    """
+    from .backends import coder_for
+
+    settings = settings or Settings()
     buf = io.BytesIO()
-    encode_stream(array, buf, eb, mode, settings, use_jit)
+    with coder_for(backend, settings) as coder:
+        encode_stream(array, buf, eb, mode, settings, use_jit, coder=coder)
     return buf.getvalue()
 
 

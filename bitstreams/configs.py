@@ -1,0 +1,99 @@
+"""Named build configurations of the compressor, for the synthesis and bitstream flows.
+
+A configuration fixes the build-time parameters of docs/hardware.md ("Parameters"). The flows
+name configurations (``lanes4``) instead of repeating parameters, so reports from different
+runs and machines describe the same hardware.
+
+Block RAM budget (ECP5-85F: 208 DP16KD of 18 Kbit). The plane buffer holds ``max_plane``
+prequantized values (28-bit ``q``), which is about 112 to 128 DP16KD at the default 65536,
+whatever N is. Everything else grows with N: each lane has its own codebook RAM
+(``2 x (2R+2)`` entries) and histogram banks, some 10 to 15 DP16KD per lane at R = 512. So
+wide configurations get a smaller plane buffer (and accept smaller chunk planes) to leave room
+for the lanes; the synthesis report shows what was actually used.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+__all__ = ["CONFIGS", "DESIGNS", "Config", "build", "get"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Build-time parameters of one compressor, passed to ``ceaz_hw.top.Compressor``."""
+
+    name: str
+    lanes: int
+    radius: int = 512
+    max_code_len: int = 16
+    max_line: int = 4096
+    max_plane: int = 1 << 16
+    max_sync: int = 1024
+
+    def __post_init__(self):
+        if self.lanes not in (1, 2, 4, 8, 16):
+            raise ValueError(f"{self.name}: lanes must be one of 1, 2, 4, 8, 16, not "
+                             f"{self.lanes!r}")
+        for field in ("max_line", "max_plane"):
+            value = getattr(self, field)
+            if value < self.lanes or value & (value - 1):
+                raise ValueError(f"{self.name}: {field} must be a power of two >= lanes, "
+                                 f"not {value!r}")
+        if self.max_plane < self.max_line:
+            raise ValueError(f"{self.name}: max_plane ({self.max_plane}) must be at least "
+                             f"max_line ({self.max_line})")
+
+    @property
+    def bytes_per_clock(self) -> int:
+        """Input bytes taken per clock: N float32 values."""
+        return 4 * self.lanes
+
+
+#: Plane buffer depth per lane count; see the block RAM budget in the module docstring.
+_MAX_PLANE = {1: 1 << 16, 2: 1 << 16, 4: 1 << 16, 8: 1 << 14, 16: 1 << 12}
+
+#: All named configurations, by name.
+CONFIGS: dict[str, Config] = {
+    f"lanes{n}": Config(f"lanes{n}", lanes=n, max_plane=_MAX_PLANE[n]) for n in _MAX_PLANE
+}
+
+
+def _compressor(config: Config):
+    # Imported here: the flow must work (for other designs) before the top level exists.
+    from ceaz_hw.top import Compressor
+
+    return Compressor(lanes=config.lanes, radius=config.radius,
+                      max_code_len=config.max_code_len, max_line=config.max_line,
+                      max_plane=config.max_plane, max_sync=config.max_sync)
+
+
+def _quantizer(config: Config):
+    # A complete deep-pipelined stage that exists early; it develops and tests the flow.
+    from ceaz_hw.quantizer import Quantizer
+
+    return Quantizer(config.lanes)
+
+
+#: Designs the flows can build from a configuration: name -> factory(config) -> Component.
+DESIGNS: dict[str, Callable[[Config], object]] = {
+    "top": _compressor,
+    "quantizer": _quantizer,
+}
+
+
+def get(name: str) -> Config:
+    """The configuration called ``name``, with the valid names in the error."""
+    try:
+        return CONFIGS[name]
+    except KeyError:
+        raise ValueError(f"unknown configuration {name!r}; choose from "
+                         f"{', '.join(CONFIGS)}") from None
+
+
+def build(config: Config, design: str = "top"):
+    """Elaboratable Amaranth component ``design`` built for ``config``."""
+    if design not in DESIGNS:
+        raise ValueError(f"unknown design {design!r}; choose from {', '.join(DESIGNS)}")
+    return DESIGNS[design](config)

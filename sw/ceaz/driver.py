@@ -1,0 +1,188 @@
+"""The PYNQ host driver: stream chunks through the compressor card with an AXI DMA.
+
+The same code drives a board and the simulated card (`ceaz.simcard`): it only uses pynq's
+`DefaultIP`, `allocate` and `pynq.lib.dma.DMA`, and the register map in `ceaz.regmap`.
+`CardCoder` is a chunk coder for `ceaz.codec.encode_stream`: it writes the chunk's box and
+codebook, sends the values, receives the card's output (`ceaz.cardstream`) and reads the
+histogram back for the next chunk's codebook (host-side adaptation).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from pynq import DefaultIP, allocate
+
+from . import huffman, regmap
+from .cardstream import parse_card_output
+from .chunk import Coding, EncodedChunk
+from .errors import DeviceError
+from .quantizer import F32
+from .tiling import Box
+
+__all__ = ["VLNV", "CardCoder", "CeazIP"]
+
+#: The IP's identity in a block design; the simulated card's .hwh uses it too.
+VLNV = "ceaz.dev:ceaz:compressor:1.0"
+#: Default seconds to wait for the card before giving up.
+DEFAULT_TIMEOUT = 30.0
+
+
+def _f32_bits(value: float) -> int:
+    return int(np.array(value, dtype=np.float32).view(np.uint32))
+
+
+class CeazIP(DefaultIP):
+    """The compressor IP: configuration, codebooks, histogram and counters by register name."""
+
+    bindto = [VLNV]
+
+    def reg(self, name: str) -> int:
+        return self.read(regmap.by_name(name).address)
+
+    def set_reg(self, name: str, value: int) -> None:
+        self.write(regmap.by_name(name).address, int(value) & 0xFFFFFFFF)
+
+    def check(self) -> None:
+        """Raise DeviceError naming the ERROR bits, if any is set."""
+        error = self.reg("ERROR")
+        if error:
+            raise DeviceError(f"card reports {regmap.ERROR(error)!r}; a soft reset clears it")
+
+    def soft_reset(self) -> None:
+        self.set_reg("CTRL", regmap.CTRL.SOFT_RESET)
+
+    def wait_status(self, bit: regmap.STATUS, want: bool, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while bool(self.reg("STATUS") & bit) != want:
+            if time.monotonic() > deadline:
+                raise DeviceError(f"timed out after {timeout:g} s waiting for STATUS.{bit.name}")
+
+    def load_codebook(self, lengths: np.ndarray, timeout: float) -> None:
+        """Write a book into the next bank and commit it for the next chunk."""
+        self.wait_status(regmap.STATUS.CB_PENDING, False, timeout)
+        codes = huffman.canonical_codes(lengths)
+        self.set_reg("CB_ADDR", 0)
+        address = regmap.by_name("CB_DATA").address
+        for code, length in zip(codes.tolist(), np.asarray(lengths).tolist(), strict=True):
+            self.write(address, code | length << 16)
+        self.set_reg("CB_COMMIT", 1)
+
+    def histogram(self, n_symbols: int) -> np.ndarray:
+        """The symbol counts of the last completed chunk."""
+        addr, data = regmap.by_name("HIST_ADDR").address, regmap.by_name("HIST_DATA").address
+        counts = np.empty(n_symbols, dtype=np.uint64)
+        for s in range(n_symbols):
+            self.write(addr, s)
+            counts[s] = self.read(data)
+        return counts
+
+    def counter(self, name: str) -> int:
+        low = self.reg(f"{name}_LO")
+        return low | self.reg(f"{name}_HI") << 32
+
+
+class CardCoder:
+    """Codes chunks on the card: a `ceaz.codec.ChunkCoder` over an overlay's IP and DMA."""
+
+    def __init__(self, overlay, timeout: float = DEFAULT_TIMEOUT):
+        self.ip: CeazIP = overlay.ceaz_0
+        self.dma = overlay.axi_dma_0
+        self.timeout = timeout
+        if self.ip.reg("ID") != regmap.ID_MAGIC:
+            raise DeviceError("the overlay's ceaz_0 does not answer with the ceaz ID")
+        self.lanes = self.ip.reg("LANES")
+        self.radius = self.ip.reg("RADIUS")
+        self.word_bits = self.ip.reg("WORD_BITS")
+        self.max_line, self.max_plane = self.ip.reg("MAX_LINE"), self.ip.reg("MAX_PLANE")
+        self.max_sync = self.ip.reg("MAX_SYNC")
+        self._coding = None
+        self._box_shape = None
+        self._book = None
+        self._in = self._out = None
+
+    def supports(self, coding: Coding, chunk_shape) -> str | None:
+        """Why the card cannot code this stream, or None if it can."""
+        cz, cy, cx = chunk_shape
+        k = coding.sync_interval
+        if coding.qp.dtype != F32:
+            return "the card codes float32 only"
+        if coding.radius != self.radius:
+            return f"the card is built for radius {self.radius}, the stream uses {coding.radius}"
+        if k % self.lanes:
+            return f"sync interval {k} is not a multiple of the card's {self.lanes} lanes"
+        if cy > 1 and cx > self.max_line:
+            return f"rows of {cx} values exceed the card's line buffer ({self.max_line})"
+        if cz > 1 and cy * cx > self.max_plane:
+            return f"planes of {cy * cx} values exceed the card's plane buffer ({self.max_plane})"
+        if -(-cz * cy * cx // k) - 1 > self.max_sync:
+            return f"chunks need more than the card's {self.max_sync} sync offsets"
+        return None
+
+    def _configure(self, coding: Coding) -> None:
+        ip, qp = self.ip, coding.qp
+        ip.wait_status(regmap.STATUS.BUSY, False, self.timeout)
+        ip.set_reg("RECIP_MANT", qp.recip_mant)
+        ip.set_reg("RECIP_EXP", qp.recip_exp)
+        ip.set_reg("STEP", _f32_bits(qp.step))
+        ip.set_reg("EB", _f32_bits(qp.eb_f))
+        ip.set_reg("FILL_BITS", qp.fill_bits or 0)
+        ip.set_reg("FILL_ENABLE", qp.fill_bits is not None)
+        ip.set_reg("SYNC_INTERVAL", coding.sync_interval)
+        self._coding = coding
+
+    def _buffers(self, n: int, out_bytes: int):
+        if self._in is None or self._in.shape[0] < n:
+            self._in = allocate(shape=(n,), dtype=np.float32)
+        if self._out is None or self._out.nbytes < out_bytes:
+            self._out = allocate(shape=(out_bytes,), dtype=np.uint8)
+        return self._in, self._out
+
+    def _wait(self, channel, what: str) -> None:
+        deadline = time.monotonic() + self.timeout
+        while not channel.idle:
+            if channel.error:
+                break
+            if time.monotonic() > deadline:
+                raise DeviceError(f"DMA {what} timed out after {self.timeout:g} s")
+        try:
+            channel.wait()
+        except RuntimeError as exc:
+            raise DeviceError(f"DMA {what} failed: {exc}") from exc
+
+    def __call__(self, values: np.ndarray, box: Box, coding: Coding,
+                 lengths: np.ndarray) -> EncodedChunk:
+        if coding != self._coding:
+            why = self.supports(coding, box.shape)
+            if why:
+                raise DeviceError(why)
+            self._configure(coding)
+        ip = self.ip
+        if box.shape != self._box_shape:
+            ip.wait_status(regmap.STATUS.BUSY, False, self.timeout)
+            for name, n in zip(("BOX_Z", "BOX_Y", "BOX_X"), box.shape, strict=True):
+                ip.set_reg(name, n)
+            self._box_shape = box.shape
+        if self._book is None or not np.array_equal(self._book, lengths):
+            ip.load_codebook(lengths, self.timeout)
+            self._book = np.array(lengths, dtype=np.uint8)
+        n = box.size
+        w = self.word_bits // 8
+        out_bytes = (n * (16 + 32) // 8 + 4 * (n // coding.sync_interval) + 4 * w + 64)
+        out_bytes += -out_bytes % w
+        src, dst = self._buffers(n, out_bytes)
+        src[:n] = values.reshape(-1)
+        self.dma.recvchannel.transfer(dst, nbytes=out_bytes)
+        self.dma.sendchannel.transfer(src, nbytes=4 * n)
+        self._wait(self.dma.sendchannel, "send")
+        self._wait(self.dma.recvchannel, "receive")
+        ip.check()
+        got = int(self.dma.recvchannel.transferred)
+        card = parse_card_output(bytes(dst[:got]), box, coding.sync_interval, self.word_bits)
+        hist = ip.histogram(2 * self.radius + 2)
+        return EncodedChunk(
+            box=box, lengths=self._book, payload=card.payload, payload_bits=card.payload_bits,
+            sync=card.sync, hist=hist, n_outlier=card.n_outlier, n_verbatim=card.n_verbatim,
+            n_fill=card.n_fill,
+        )  # fmt: skip
