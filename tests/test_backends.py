@@ -97,3 +97,22 @@ def test_stream_the_card_cannot_code_is_refused(coder):
 def test_unknown_backend():
     with pytest.raises(ValueError, match="backend"), coder_for("fpga", SETTINGS):
         pass
+
+
+def test_mpi_write_on_the_card_equals_software(coder, tmp_path):
+    """A rank that compresses its slab on the card writes the same container as in software."""
+    mpi4py = pytest.importorskip("mpi4py")
+    from mpi4py import MPI
+
+    from ceaz import mpi
+
+    assert mpi4py
+    x = _field()
+    settings = codec.Settings(chunk_values=1 << 15)
+    origin = (0,) * x.ndim
+    on_card = tmp_path / "card.cz"
+    in_software = tmp_path / "software.cz"
+    mpi.write_parallel(MPI.COMM_SELF, x, x.shape, origin, on_card, 1e-3, "rel", settings,
+                       backend=mpi.card_encoder(coder))
+    mpi.write_parallel(MPI.COMM_SELF, x, x.shape, origin, in_software, 1e-3, "rel", settings)
+    assert on_card.read_bytes() == in_software.read_bytes()

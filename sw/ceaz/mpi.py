@@ -35,12 +35,12 @@ import numpy as np
 
 from . import codec, tiling
 from . import format as fmt
-from .chunk import Coding, EncodedChunk, decode_chunks, encode_chunk
+from .chunk import Coding, EncodedChunk, decode_chunks, encode_chunk, store_if_larger
 from .container import Header, index_size, pack_chunk, pack_index, pack_trailer
 from .tiling import Box
 
 #: Encodes one chunk: (values, box, coding, code lengths) -> EncodedChunk. The software model
-#: by default; the card's driver will offer the same call.
+#: by default; `card_encoder` puts a card (a board or the simulated one) behind the same call.
 ChunkEncoder = Callable[[np.ndarray, Box, Coding, np.ndarray], EncodedChunk]
 
 #: Values per piece when scanning a slab for its range (bounds the temporaries).
@@ -52,6 +52,16 @@ def software_encoder(
 ) -> EncodedChunk:
     """The reference encoder (compiled path), the default backend."""
     return encode_chunk(values, box, coding, lengths, use_jit=True)
+
+
+def card_encoder(coder) -> ChunkEncoder:
+    """Encode on a card: a `ceaz.driver.CardCoder` (from `ceaz.backends.coder_for`), with the
+    host's stored-chunk decision on top, exactly as a serial `compress` on that backend."""
+
+    def encode(values, box, coding, lengths):
+        return store_if_larger(coder(values, box, coding, lengths), values)
+
+    return encode
 
 
 @dataclasses.dataclass(frozen=True)
