@@ -82,3 +82,33 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if (_lanes(item) or 0) >= 16:
             item.add_marker(skip)
+
+
+# -- the bit-exact count, stated in the test output -------------------------------------------
+# Benches record how many values they compared with the model; the summary adds them up. With
+# pytest-xdist the workers write files and the controller reads them.
+_COUNTS = Path(os.environ.get("CEAZ_SIM_BUILD", ROOT / "sim_build")) / "bit_exact_counts"
+
+
+def record_bit_exact(label: str, values: int) -> None:
+    _COUNTS.mkdir(parents=True, exist_ok=True)
+    (_COUNTS / f"{label.replace(' ', '_').replace('/', '_')}.txt").write_text(
+        f"{label}\t{values}\n")
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput") and _COUNTS.is_dir():
+        for f in _COUNTS.glob("*.txt"):
+            f.unlink()
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _COUNTS.is_dir():
+        return
+    rows = [f.read_text().strip().split("\t") for f in sorted(_COUNTS.glob("*.txt"))]
+    if rows:
+        terminalreporter.section("RTL bit-exact with the model")
+        for label, n in rows:
+            terminalreporter.write_line(f"{label}: {int(n):,} values")
+        total = sum(int(n) for _, n in rows)
+        terminalreporter.write_line(f"total: {total:,} values compared byte for byte")

@@ -9,7 +9,9 @@ still streaming and committed before the next one starts (codebook swaps under t
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 
 import cocotb
 import numpy as np
@@ -29,12 +31,14 @@ from streams import random_stalls
 
 from ceaz import codec, datasets, huffman, regmap, tiling
 from ceaz.cardstream import card_output
-from ceaz.chunk import Coding, code_chunk
+from ceaz.chunk import Coding, EncodedChunk, code_chunk
 from ceaz.codec import CodebookSchedule, Settings
 from ceaz.regmap import ERROR, STATUS, by_name
 from ceaz_hw.top import Compressor, word_bits
 
 PERIOD_NS = 10
+GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "golden"
+MANIFEST = json.loads((GOLDEN / "manifest.json").read_text())
 SEED = int(os.environ.get("CEAZ_SIM_SEED", "1"))
 #: The longest a chunk's output may take after its input (only a hang exceeds it).
 CHUNK_TIMEOUT_US = 20_000
@@ -185,6 +189,48 @@ class TB:
         assert np.array_equal(np.array(counts), enc.hist.astype(np.int64)), "histogram differs"
 
 
+    async def compress_golden(self, name: str) -> None:
+        """Send a golden vector through the card with the codebooks its file records, and
+        compare every chunk with the file's record (coded chunks) or the model (stored ones)."""
+        data = (GOLDEN / f"{name}.ceaz").read_bytes()
+        reader = codec.StreamReader.from_bytes(data)
+        header = reader.header
+        src3 = np.load(GOLDEN / f"{name}.in.npy").reshape(header.shape3)
+        await self.wait_status(STATUS.BUSY, 0)
+        await self.configure(header)
+        expected = []
+        receiver = cocotb.start_soon(self._receive(expected, f"golden {name}"))
+        shape = None
+        for box, info in zip(reader.boxes, reader.chunks(), strict=True):
+            values = np.ascontiguousarray(src3[box.slices])
+            c = info.payload
+            if c.stored:
+                enc = code_chunk(values, box, reader.coding, c.lengths)
+            else:
+                enc = EncodedChunk(box, c.lengths, c.payload, c.payload_bits, c.sync, None,
+                                   info.n_outlier, info.n_verbatim, info.n_fill)
+            if box.shape != shape:
+                await self.set_box(box.shape)
+                shape = box.shape
+            if self.book is None or not np.array_equal(self.book, c.lengths):
+                await self.load_book(c.lengths)
+            expected.append((box.index, card_output(enc, self.word_bits), box.size))
+            await self.source.send(AxiStreamFrame(values.tobytes()))
+        expected.append(None)
+        await receiver
+
+
+def golden_vectors(tb: TB) -> list[str]:
+    """The golden float32 vectors this build can code (radius, K a multiple of N)."""
+    names = []
+    for name in MANIFEST:
+        header = codec.StreamReader.from_bytes((GOLDEN / f"{name}.ceaz").read_bytes()).header
+        if (header.dtype == np.float32 and header.radius == tb.radius
+                and header.sync_interval % tb.lanes == 0):
+            names.append(name)
+    return names
+
+
 def real_sample(name: str, planes: int) -> np.ndarray:
     field = datasets.load(name)
     return np.ascontiguousarray(field.reshape(-1, *field.shape[-2:])[:planes])
@@ -239,6 +285,19 @@ async def top_shapes_and_escapes(dut):
 
 
 @cocotb.test()
+async def top_golden_vectors(dut):
+    """The codec's golden files, reproduced chunk for chunk by the RTL."""
+    tb = TB(dut)
+    tb.set_stalls(SEED + 3)
+    await tb.reset()
+    names = golden_vectors(tb)
+    for name in names:
+        await tb.compress_golden(name)
+    cocotb.log.info("golden vectors through the RTL: %s (%d values)", names, tb.values_compared)
+    _record(tb)
+
+
+@cocotb.test()
 async def top_histogram_and_recovery(dut):
     """The histogram reads back; TLAST in the wrong place is flagged and soft reset recovers;
     a hard reset mid-stream leaves the card working."""
@@ -286,10 +345,11 @@ async def top_throughput(dut):
     tb = TB(dut)
     tb.set_stalls(None)
     await tb.reset()
-    field = real_sample("sea_ice_velocity", 2)
+    # The same number of clocks for every lane count, in chunks of the default size.
+    field = real_sample("sea_ice_velocity", 4 * tb.lanes)
     before = {k: await tb.read(f"{k}_LO") for k in ("BEATS", "ACTIVE", "STALLS")}
     settings = Settings(radius=tb.radius, max_line=tb.settings.max_line,
-                        max_plane=tb.settings.max_plane, chunk_values=1 << 16, adapt_lag=0)
+                        max_plane=tb.settings.max_plane, adapt_lag=0)
     await tb.compress(field, 1e-3, settings=settings, label="throughput")
     after = {k: await tb.read(f"{k}_LO") for k in ("BEATS", "ACTIVE", "STALLS")}
     beats = after["BEATS"] - before["BEATS"]
@@ -311,6 +371,8 @@ def _record(tb: TB) -> None:
 
 CONFIGS = [
     {"lanes": 1, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 14},
+    # The escapes golden vector uses radius 16 and sync interval 50.
+    {"lanes": 2, "radius": 16, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 14},
     {"lanes": 4, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 15},
     {"lanes": 16, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 16},
 ]
@@ -325,5 +387,7 @@ def test_top(params, tmp_path):
         name="top", params=params, test_module=__name__,
         extra_env={"CEAZ_COUNT_FILE": str(counts)},
     )
+    from conftest import record_bit_exact
+
     total = sum(int(x) for x in counts.read_text().split())
-    print(f"\ntop lanes={params['lanes']}: bit-exact with the model on {total} values")
+    record_bit_exact(f"top lanes={params['lanes']} radius={params['radius']}", total)
