@@ -351,8 +351,9 @@ def main(argv: list[str] | None = None) -> int:
               + f", Fmax {row['fmax_mhz']:.1f} MHz, {row['gbytes_per_s']:.3f} GB/s "
               f"({row['seconds']['yosys']:.0f} s + {row['seconds']['nextpnr']:.0f} s)",
               flush=True)
-    if rows:
+        # Written after every configuration, so a long run that is stopped keeps its results.
         write_reports(rows, meta, args.reports)
+    if rows:
         print(f"reports in {args.reports}")
     if failed:
         print(f"failed: {', '.join(failed)}", file=sys.stderr)
