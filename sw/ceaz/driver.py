@@ -84,9 +84,24 @@ class CeazIP(DefaultIP):
 
 
 class CardCoder:
-    """Codes chunks on the card: a `ceaz.codec.ChunkCoder` over an overlay's IP and DMA."""
+    """Codes chunks on the card: a `ceaz.codec.ChunkCoder` over an overlay's IP and DMA.
+
+    One chunk at a time, without overlap, on purpose: `encode_stream` needs chunk k's record
+    and histogram before it asks for chunk k+1, and with adapt_lag 1 chunk k+1's codebook is
+    made from that histogram, so book, DMA, parse and histogram read-back are a chain. The
+    only host work independent of the card is the copy into the DMA buffer and the parse,
+    0.1 % of a call on the simulated card (`seconds` measures every phase); the histogram
+    read-back (1026 register reads) and the book (1026 writes) are what cost besides the card.
+    Overlapping more needs a lookahead interface in the codec (with adapt_lag >= 2 the book
+    of chunk k+1 is known while chunk k runs).
+
+    After any error or interruption the coder forgets the configuration, box and book it
+    wrote and drops the DMA transfers in flight, so the next chunk rewrites everything; the
+    card keeps its ERROR bits for inspection until `ip.soft_reset()` or `reset()`.
+    """
 
     def __init__(self, overlay, timeout: float = DEFAULT_TIMEOUT):
+        self.overlay = overlay
         self.ip: CeazIP = overlay.ceaz_0
         self.dma = overlay.axi_dma_0
         self.timeout = timeout
@@ -101,6 +116,10 @@ class CardCoder:
         self._box_shape = None
         self._book = None
         self._in = self._out = None
+        self._in_flight = False
+        #: Host seconds spent per phase of `__call__`, summed: configuration and codebook,
+        #: copy into the DMA buffer, card (DMA and compression), parse, histogram read-back.
+        self.seconds: dict[str, float] = {}
 
     def supports(self, coding: Coding, chunk_shape) -> str | None:
         """Why the card cannot code this stream, or None if it can."""
@@ -139,26 +158,81 @@ class CardCoder:
             self._out = allocate(shape=(out_bytes,), dtype=np.uint8)
         return self._in, self._out
 
+    def _forget(self) -> None:
+        """Drop what the coder believes the card holds, so the next chunk writes it all again."""
+        self._coding = self._box_shape = self._book = None
+
+    def _reset_dma(self) -> None:
+        """Drop the transfers in flight: a stale MM2S would feed the old chunk to the card."""
+        send, recv = self.dma.sendchannel, self.dma.recvchannel
+        send._mmio.write(send._offset, 0x4)  # DMACR.Reset resets both channels (PG021)
+        send.start()
+        recv.start()
+
+    def reset(self) -> None:
+        """Bring the card back to idle after an error: DMA reset, IP soft reset, state forgotten."""
+        self._forget()
+        self._reset_dma()
+        self.ip.soft_reset()
+
     def _wait(self, channel, what: str) -> None:
         deadline = time.monotonic() + self.timeout
-        while not channel.idle:
-            if channel.error:
-                break
-            if time.monotonic() > deadline:
-                raise DeviceError(f"DMA {what} timed out after {self.timeout:g} s")
         try:
+            while not channel.idle:
+                if channel.error:
+                    break
+                # A card that refuses input (ERROR.BAD_CONFIG) never finishes: say why now.
+                error = self.ip.reg("ERROR")
+                if error:
+                    raise DeviceError(
+                        f"DMA {what} stopped: card reports {regmap.ERROR(error)!r}")
+                if time.monotonic() > deadline:
+                    raise DeviceError(f"DMA {what} timed out after {self.timeout:g} s; "
+                                      "CardCoder.reset() brings the card back")
             channel.wait()
-        except RuntimeError as exc:
+        except RuntimeError as exc:  # pynq's DMA errors, and the simulated card's DMADeadlock
+            if isinstance(exc, DeviceError):
+                raise
             raise DeviceError(f"DMA {what} failed: {exc}") from exc
 
     def __call__(self, values: np.ndarray, box: Box, coding: Coding,
                  lengths: np.ndarray) -> EncodedChunk:
+        try:
+            return self._code(values, box, coding, lengths)
+        except BaseException:
+            # After an error or an interruption the card may hold a half-written book or box,
+            # or a chunk in flight: trust nothing cached, so the next call rewrites it all,
+            # and drop the DMA transfers (the card itself keeps its ERROR bits until
+            # `ip.soft_reset()` or `reset()`, so the cause stays readable).
+            self._forget()
+            if self._in_flight:
+                self._in_flight = False
+                try:
+                    self._reset_dma()
+                except Exception:  # noqa: S110 - the original error is the one to report
+                    pass
+            raise
+
+    def _clock(self):
+        """A stopwatch adding the seconds since its last call to `self.seconds[phase]`."""
+        last = time.perf_counter()
+
+        def lap(phase: str) -> None:
+            nonlocal last
+            now = time.perf_counter()
+            self.seconds[phase] = self.seconds.get(phase, 0.0) + now - last
+            last = now
+
+        return lap
+
+    def _code(self, values: np.ndarray, box: Box, coding: Coding,
+              lengths: np.ndarray) -> EncodedChunk:
         if coding != self._coding:
             why = self.supports(coding, box.shape)
             if why:
                 raise DeviceError(why)
             self._configure(coding)
-        ip = self.ip
+        ip, clock = self.ip, self._clock()
         if box.shape != self._box_shape:
             ip.wait_status(regmap.STATUS.BUSY, False, self.timeout)
             for name, n in zip(("BOX_Z", "BOX_Y", "BOX_X"), box.shape, strict=True):
@@ -167,20 +241,30 @@ class CardCoder:
         if self._book is None or not np.array_equal(self._book, lengths):
             ip.load_codebook(lengths, self.timeout)
             self._book = np.array(lengths, dtype=np.uint8)
+        clock("box and codebook")
         n = box.size
         w = self.word_bits // 8
         out_bytes = (n * (16 + 32) // 8 + 4 * (n // coding.sync_interval) + 4 * w + 64)
         out_bytes += -out_bytes % w
         src, dst = self._buffers(n, out_bytes)
         src[:n] = values.reshape(-1)
-        self.dma.recvchannel.transfer(dst, nbytes=out_bytes)
-        self.dma.sendchannel.transfer(src, nbytes=4 * n)
+        clock("copy")
+        self._in_flight = True
+        try:
+            self.dma.recvchannel.transfer(dst, nbytes=out_bytes)
+            self.dma.sendchannel.transfer(src, nbytes=4 * n)
+        except RuntimeError as exc:
+            raise DeviceError(f"DMA refused the chunk: {exc}") from exc
         self._wait(self.dma.sendchannel, "send")
         self._wait(self.dma.recvchannel, "receive")
+        self._in_flight = False
         ip.check()
+        clock("card")
         got = int(self.dma.recvchannel.transferred)
         card = parse_card_output(bytes(dst[:got]), box, coding.sync_interval, self.word_bits)
+        clock("parse")
         hist = ip.histogram(2 * self.radius + 2)
+        clock("histogram")
         return EncodedChunk(
             box=box, lengths=self._book, payload=card.payload, payload_bits=card.payload_bits,
             sync=card.sync, hist=hist, n_outlier=card.n_outlier, n_verbatim=card.n_verbatim,
