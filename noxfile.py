@@ -78,6 +78,32 @@ def synth(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def bitstream(session: nox.Session) -> None:
+    """A self-testing ULX3S-85F bitstream (bitstreams/selftest.py) into build/selftest.
+
+    e.g. `nox -s bitstream -- --lanes 2`. The script runs the YoWASP builds of yosys, nextpnr
+    and ecppack unless YOSYS etc. name others, and leaves programming the board to the user.
+    """
+    session.install("-e", ".[synth]")
+    session.run("python", "bitstreams/selftest.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
+def vivado(session: nox.Session) -> None:
+    """PYNQ overlay projects (IP-XACT + block design TCL) for PYNQ-Z2, ZCU104 and KV260.
+
+    Runs Vivado when it is on PATH; otherwise stops after writing build/vivado/ and says so.
+    e.g. `nox -s vivado -- --board kv260 --lanes 4` for one board.
+    """
+    session.install("-e", ".[hw]")
+    if session.posargs:
+        session.run("python", "bitstreams/vivado.py", *session.posargs)
+        return
+    for board in ("pynq-z2", "zcu104", "kv260"):
+        session.run("python", "bitstreams/vivado.py", "--board", board)
+
+
+@nox.session(python=PYTHON)
 def synth_smoke(session: nox.Session) -> None:
     """CI: the 1-lane synthesis smoke test (pytest -m synth), one to two minutes."""
     session.install("-e", ".[synth]")
