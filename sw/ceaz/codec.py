@@ -223,8 +223,14 @@ def encode_stream(
     pos = out.write(header.pack())
     offsets = []
     unreleased = 0
-    for box in tiling.boxes(header.shape3, header.chunk):
+    # A coder with `prefetch` (the card's driver) is told the next chunk before it codes this
+    # one, so it can fill its spare DMA buffer while the card works (double buffering).
+    prefetch = getattr(coder, "prefetch", None)
+    boxes = list(tiling.boxes(header.shape3, header.chunk))
+    for i, box in enumerate(boxes):
         values = np.ascontiguousarray(src3[box.slices], dtype=header.dtype)
+        if prefetch is not None and i + 1 < len(boxes):
+            prefetch(src3[boxes[i + 1].slices], boxes[i + 1])
         enc = store_if_larger(coder(values, box, coding, schedule.next_lengths()), values)
         schedule.observe(enc.hist)
         offsets.append(pos)

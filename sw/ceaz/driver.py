@@ -4,7 +4,8 @@ The same code drives a board and the simulated card (`ceaz.simcard`): it only us
 `DefaultIP`, `allocate` and `pynq.lib.dma.DMA`, and the register map in `ceaz.regmap`.
 `CardCoder` is a chunk coder for `ceaz.codec.encode_stream`: it writes the chunk's box and
 codebook, sends the values, receives the card's output (`ceaz.cardstream`) and reads the
-histogram back for the next chunk's codebook (host-side adaptation).
+histogram back for the next chunk's codebook (host-side adaptation). Two input buffers
+alternate: while the card compresses one chunk, the host copies the next into the other.
 """
 
 from __future__ import annotations
@@ -86,14 +87,13 @@ class CeazIP(DefaultIP):
 class CardCoder:
     """Codes chunks on the card: a `ceaz.codec.ChunkCoder` over an overlay's IP and DMA.
 
-    One chunk at a time, without overlap, on purpose: `encode_stream` needs chunk k's record
-    and histogram before it asks for chunk k+1, and with adapt_lag 1 chunk k+1's codebook is
-    made from that histogram, so book, DMA, parse and histogram read-back are a chain. The
-    only host work independent of the card is the copy into the DMA buffer and the parse,
-    0.1 % of a call on the simulated card (`seconds` measures every phase); the histogram
-    read-back (1026 register reads) and the book (1026 writes) are what cost besides the card.
-    Overlapping more needs a lookahead interface in the codec (with adapt_lag >= 2 the book
-    of chunk k+1 is known while chunk k runs).
+    Double buffering: `encode_stream` announces chunk k+1 with `prefetch` before it asks for
+    chunk k, and the coder copies chunk k+1 into its spare input buffer once the card is busy
+    with chunk k, so on a board the copy (and the read of a memory-mapped source) overlaps the
+    card's work. The rest is a chain by nature: with adapt_lag 1, chunk k+1's codebook is made
+    from chunk k's histogram, so the book load, DMA, parse and histogram read-back of
+    consecutive chunks cannot overlap. (The simulated card only advances while the host
+    waits for it, so there the copy is serial; it is ~0.1 % of a call, see `seconds`.)
 
     After any error or interruption the coder forgets the configuration, box and book it
     wrote and drops the DMA transfers in flight, so the next chunk rewrites everything; the
@@ -115,7 +115,11 @@ class CardCoder:
         self._coding = None
         self._box_shape = None
         self._book = None
-        self._in = self._out = None
+        self._in: list = [None, None]  # double-buffered input: the card reads one, host fills other
+        self._side = 0  # the input buffer of the next chunk
+        self._out = None
+        self._next: tuple[np.ndarray, Box] | None = None  # announced by `prefetch`, not copied
+        self._staged: Box | None = None  # the chunk already copied into self._in[self._side]
         self._in_flight = False
         #: Host seconds spent per phase of `__call__`, summed: configuration and codebook,
         #: copy into the DMA buffer, card (DMA and compression), parse, histogram read-back.
@@ -151,16 +155,37 @@ class CardCoder:
         ip.set_reg("SYNC_INTERVAL", coding.sync_interval)
         self._coding = coding
 
-    def _buffers(self, n: int, out_bytes: int):
-        if self._in is None or self._in.shape[0] < n:
-            self._in = allocate(shape=(n,), dtype=np.float32)
+    def _input(self, side: int, n: int):
+        buf = self._in[side]
+        if buf is None or buf.shape[0] < n:
+            buf = self._in[side] = allocate(shape=(n,), dtype=np.float32)
+        return buf
+
+    def _output(self, out_bytes: int):
         if self._out is None or self._out.nbytes < out_bytes:
             self._out = allocate(shape=(out_bytes,), dtype=np.uint8)
-        return self._in, self._out
+        return self._out
+
+    def prefetch(self, values: np.ndarray, box: Box) -> None:
+        """Announce the chunk after the next call's: it is copied while the card works."""
+        self._next = (values, box)
+
+    def _stage_next(self) -> None:
+        """Copy the announced chunk into the spare input buffer (the card is busy meanwhile)."""
+        if self._next is None:
+            return
+        values, box = self._next
+        self._next = None
+        if np.dtype(values.dtype) != F32:
+            return  # the card takes float32 only; `supports` will say so
+        spare = 1 - self._side
+        np.copyto(self._input(spare, box.size)[: box.size], values.reshape(-1))
+        self._staged = box
 
     def _forget(self) -> None:
         """Drop what the coder believes the card holds, so the next chunk writes it all again."""
         self._coding = self._box_shape = self._book = None
+        self._next = self._staged = None
 
     def _reset_dma(self) -> None:
         """Drop the transfers in flight: a stale MM2S would feed the old chunk to the card."""
@@ -246,8 +271,10 @@ class CardCoder:
         w = self.word_bits // 8
         out_bytes = (n * (16 + 32) // 8 + 4 * (n // coding.sync_interval) + 4 * w + 64)
         out_bytes += -out_bytes % w
-        src, dst = self._buffers(n, out_bytes)
-        src[:n] = values.reshape(-1)
+        if self._staged != box:  # not prefetched: copy now
+            self._input(self._side, n)[:n] = values.reshape(-1)
+        self._staged = None
+        src, dst = self._in[self._side], self._output(out_bytes)
         clock("copy")
         self._in_flight = True
         try:
@@ -255,6 +282,9 @@ class CardCoder:
             self.dma.sendchannel.transfer(src, nbytes=4 * n)
         except RuntimeError as exc:
             raise DeviceError(f"DMA refused the chunk: {exc}") from exc
+        self._stage_next()
+        self._side = 1 - self._side
+        clock("copy")
         self._wait(self.dma.sendchannel, "send")
         self._wait(self.dma.recvchannel, "receive")
         self._in_flight = False
