@@ -24,11 +24,10 @@ from amaranth.hdl import Module
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from beats import beats_from_values, fields, values_from_beats
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
-from cocotbext.axi import AxiStreamFrame, AxiStreamSink, AxiStreamSource
+from cocotbext.axi import AxiStreamFrame
 from runner import bench_params, run_bench
-from streams import StreamBus, StreamChecker, random_stalls
+from streams import PERIOD_NS, StreamBench
 
 from ceaz import format as fmt
 from ceaz import huffman, predictor, symbols
@@ -38,7 +37,6 @@ from ceaz_hw.beats import Coded, Escape, Residual, beat, symbol_bits
 from ceaz_hw.huffman import LENGTH_BITS, HuffmanLanes
 from ceaz_hw.symbols import SymbolStage
 
-PERIOD_NS = 10
 #: Longest wait for one output beat (latency plus stalls); only a hang exceeds it.
 RECV_TIMEOUT_NS = 100_000
 SEED = int(os.environ.get("CEAZ_SIM_SEED", "1"))
@@ -166,34 +164,21 @@ def field_chunk(rng, shape, radius, eb, inject):
 
 # -- the bench --------------------------------------------------------------------------------
 
-class TB:
+class TB(StreamBench):
     """Clock, reset, the stream models, and a driver for the codebook write port."""
 
     def __init__(self, dut):
-        self.dut = dut
         params = bench_params()
         self.lanes, self.radius = int(params["lanes"]), int(params["radius"])
         self.n_symbols = fmt.n_symbols(self.radius)
         self.in_layout = beat(Residual, self.lanes)
         self.out_layout = beat(Coded(MAX_CODE_LEN), self.lanes)
         self.rng = np.random.default_rng(SEED)
-        cocotb.start_soon(Clock(dut.clk, PERIOD_NS, unit="ns").start())
-        self.source = AxiStreamSource(StreamBus.from_prefix(dut, "i"), dut.clk, dut.rst,
-                                      byte_size=data.Layout.cast(self.in_layout).size)
-        self.sink = AxiStreamSink(StreamBus.from_prefix(dut, "o"), dut.clk, dut.rst,
-                                  byte_size=data.Layout.cast(self.out_layout).size)
-        self.checker = StreamChecker(dut, "o")
+        super().__init__(dut, data.Layout.cast(self.in_layout).size,
+                         data.Layout.cast(self.out_layout).size)
         self.values_compared = 0
         self.invalid_lanes_checked = 0
         self._idle_port()
-
-    def set_stalls(self, seed: int | None) -> None:
-        if seed is None:
-            self.source.clear_pause_generator()
-            self.sink.clear_pause_generator()
-        else:
-            self.source.set_pause_generator(random_stalls(seed))
-            self.sink.set_pause_generator(random_stalls(seed + 1, busy=0.4))
 
     def _idle_port(self) -> None:
         self.dut.cb_we.value = 0
@@ -202,11 +187,8 @@ class TB:
         self.dut.cb_data.value = 0
 
     async def reset(self) -> None:
-        self.dut.rst.value = 1
         self._idle_port()
-        await ClockCycles(self.dut.clk, 2)
-        self.dut.rst.value = 0
-        await RisingEdge(self.dut.clk)
+        await super().reset()
         cocotb.start_soon(self.checker.run())  # after reset, which may drop a held beat
 
     # -- codebook port --

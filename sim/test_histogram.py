@@ -24,16 +24,14 @@ import pytest
 from amaranth.hdl import unsigned
 from amaranth.lib import data
 from beats import beats_from_values
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, Event, FallingEdge, RisingEdge
-from cocotbext.axi import AxiStreamFrame, AxiStreamSource
+from cocotbext.axi import AxiStreamFrame
 from runner import bench_params, run_bench
-from streams import StreamBus, random_stalls
+from streams import StreamBench
 
 from ceaz_hw.beats import beat
 from ceaz_hw.histogram import Histogram
 
-PERIOD_NS = 10
 SEED = int(os.environ.get("CEAZ_SIM_SEED", "1"))
 #: The widest counter the top level asks for (format.MAX_CHUNK_VALUES).
 MAX_COUNT = 1 << 24
@@ -43,12 +41,11 @@ def _design(lanes: int, n_symbols: int) -> Histogram:
     return Histogram(lanes, n_symbols, MAX_COUNT)
 
 
-class TB:
+class TB(StreamBench):
     """Clock, reset, a beat source with random valid gaps, a histogram reader and a monitor
     that counts the clocks in which a beat was offered and not taken."""
 
     def __init__(self, dut, seed: int):
-        self.dut = dut
         params = bench_params()
         self.hist = _design(**params)  # for its widths and READ_LATENCY only
         self.hist._MustUse__silence = True  # never elaborated here: no UnusedElaboratable warning
@@ -58,9 +55,7 @@ class TB:
         self.lane_base = lanes_field.offset
         self.count_field = data.Layout.cast(self.layout)["count"]
         self.rng = np.random.default_rng(seed)
-        cocotb.start_soon(Clock(dut.clk, PERIOD_NS, unit="ns").start())
-        self.source = AxiStreamSource(StreamBus.from_prefix(dut, "i"), dut.clk, dut.rst,
-                                      byte_size=self.layout.size)
+        super().__init__(dut, self.layout.size, None)
         dut.rd_addr.value = 0
         self.waits = 0  # clocks with i.valid high and i.ready low
         self.values_compared = 0
@@ -68,18 +63,9 @@ class TB:
         self.chunks_compared = 0
         cocotb.start_soon(self._monitor())
 
-    def set_stalls(self, seed: int | None) -> None:
-        if seed is None:
-            self.source.clear_pause_generator()
-        else:
-            self.source.set_pause_generator(random_stalls(seed))
-
     async def reset(self, wait_for_clear: bool = True) -> None:
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, 2)
-        self.dut.rst.value = 0
         self.source.clear()
-        await RisingEdge(self.dut.clk)
+        await super().reset()
         if wait_for_clear:
             while int(self.dut.clearing.value):
                 await RisingEdge(self.dut.clk)

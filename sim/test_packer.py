@@ -23,11 +23,10 @@ import numpy as np
 import pytest
 from amaranth.lib import data
 from beats import beats_from_values
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
-from cocotbext.axi import AxiStreamFrame, AxiStreamSink, AxiStreamSource
+from cocotbext.axi import AxiStreamFrame
 from runner import bench_params, run_bench
-from streams import StreamBus, StreamChecker, random_stalls
+from streams import StreamBench
 
 from ceaz import format as fmt
 from ceaz import packer
@@ -35,7 +34,6 @@ from ceaz.regmap import TRAILER_MAGIC
 from ceaz_hw.beats import Coded, Escape, beat, code_field_bits
 from ceaz_hw.packer import Packer, word_bits
 
-PERIOD_NS = 10
 RECV_TIMEOUT_NS = 200_000
 SEED = int(os.environ.get("CEAZ_SIM_SEED", "1"))
 MAX_CODE_LEN = fmt.MAX_CODE_LEN
@@ -112,43 +110,24 @@ def random_chunk(rng, n: int, style: str) -> Chunk:
 
 # -- the bench --------------------------------------------------------------------------------
 
-class TB:
+class TB(StreamBench):
     """Clock, reset, stream models with stalls, and the byte-for-byte output check."""
 
     def __init__(self, dut):
-        self.dut = dut
         params = bench_params()
         self.lanes = int(params["lanes"])
         self.width = word_bits(self.lanes)
         self.in_layout = beat(Coded(MAX_CODE_LEN), self.lanes)
         self.rng = np.random.default_rng(SEED)
-        cocotb.start_soon(Clock(dut.clk, PERIOD_NS, unit="ns").start())
-        self.source = AxiStreamSource(StreamBus.from_prefix(dut, "i"), dut.clk, dut.rst,
-                                      byte_size=data.Layout.cast(self.in_layout).size)
-        self.sink = AxiStreamSink(StreamBus.from_prefix(dut, "o"), dut.clk, dut.rst,
-                                  byte_size=self.width + 1)
-        for port in (self.source, self.sink):
-            port.log.setLevel("WARNING")  # each frame would otherwise be printed whole
-        self.checker = StreamChecker(dut, "o")
+        super().__init__(dut, data.Layout.cast(self.in_layout).size, self.width + 1)
         self.values_compared = 0
         self.bytes_compared = 0
         self.syncs_compared = 0
         self.chunks_compared = 0
         dut.sync_interval.value = self.lanes
 
-    def set_stalls(self, seed: int | None) -> None:
-        if seed is None:
-            self.source.clear_pause_generator()
-            self.sink.clear_pause_generator()
-        else:
-            self.source.set_pause_generator(random_stalls(seed))
-            self.sink.set_pause_generator(random_stalls(seed + 1, busy=0.4))
-
     async def reset(self) -> None:
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, 2)
-        self.dut.rst.value = 0
-        await RisingEdge(self.dut.clk)
+        await super().reset()
         cocotb.start_soon(self.checker.run())
 
     def beats_of(self, chunk: Chunk) -> list[int]:

@@ -11,7 +11,6 @@ of one shape also follow each other with no gap. ``delta`` must equal the model 
 
 from __future__ import annotations
 
-import logging
 import os
 
 import cocotb
@@ -19,17 +18,15 @@ import numpy as np
 import pytest
 from amaranth.lib import data
 from beats import fields, values_from_beats
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
-from cocotbext.axi import AxiStreamFrame, AxiStreamSink, AxiStreamSource
+from cocotb.triggers import RisingEdge, with_timeout
+from cocotbext.axi import AxiStreamFrame
 from runner import bench_params, run_bench
-from streams import StreamBus, StreamChecker, random_stalls
+from streams import StreamBench
 
 from ceaz.predictor import residuals
 from ceaz_hw.beats import Q_BITS, Prequantized, Residual, beat
 from ceaz_hw.predictor import INIT_CLOCKS, Predictor
 
-PERIOD_NS = 10
 SEED = int(os.environ.get("CEAZ_SIM_SEED", "1"))
 #: Buffer sizes of the benched design: small memories build and simulate quickly.
 MAX_LINE = 64
@@ -39,25 +36,17 @@ Q_MAX = (1 << Q_BITS) - 1
 RECV_TIMEOUT_NS = 50_000
 
 
-class TB:
+class TB(StreamBench):
     """Clock, reset, stream models, the box ports and a transfer monitor of one Predictor."""
 
     def __init__(self, dut):
-        self.dut = dut
         self.lanes = int(bench_params()["lanes"])
         self.in_layout = beat(Prequantized, self.lanes)
         self.out_layout = beat(Residual, self.lanes)
         self.lane_base = data.Layout.cast(self.in_layout)["lanes"].offset
         self.beat_fields = fields(self.in_layout)
         self.lane_fields = fields(Prequantized)
-        cocotb.start_soon(Clock(dut.clk, PERIOD_NS, unit="ns").start())
-        self.source = AxiStreamSource(StreamBus.from_prefix(dut, "i"), dut.clk, dut.rst,
-                                      byte_size=self.in_layout.size)
-        self.sink = AxiStreamSink(StreamBus.from_prefix(dut, "o"), dut.clk, dut.rst,
-                                  byte_size=self.out_layout.size)
-        for model in (self.source, self.sink):
-            model.log.setLevel(logging.WARNING)  # not a line per beat
-        self.checker = StreamChecker(dut, "o")
+        super().__init__(dut, self.in_layout.size, self.out_layout.size)
         cocotb.start_soon(self.checker.run())
         self.compared = 0
         self.clock = 0
@@ -78,23 +67,9 @@ class TB:
             if dut.o__valid.value and dut.o__ready.value:
                 self.out_times.append(self.clock)
 
-    def set_stalls(self, seed: int | None) -> None:
-        """Random valid and ready stalls from ``seed``, or none."""
-        if seed is None:
-            self.source.clear_pause_generator()
-            self.sink.clear_pause_generator()
-            # Clearing keeps the last pause state; an unlucky one would stall forever.
-            self.source.pause = self.sink.pause = False
-        else:
-            self.source.set_pause_generator(random_stalls(seed))
-            self.sink.set_pause_generator(random_stalls(seed + 1, busy=0.4))
-
     async def reset(self) -> None:
-        self.dut.rst.value = 1
         self.set_box((1, 1, 1))
-        await ClockCycles(self.dut.clk, 2)
-        self.dut.rst.value = 0
-        await RisingEdge(self.dut.clk)
+        await super().reset()
 
     def set_box(self, shape) -> None:
         cz, cy, cx = shape

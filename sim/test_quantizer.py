@@ -9,7 +9,6 @@ partial beat carry garbage). Each test logs how many values it compared.
 
 from __future__ import annotations
 
-import logging
 import os
 from fractions import Fraction
 
@@ -19,17 +18,15 @@ import pytest
 from amaranth.hdl import unsigned
 from amaranth.lib import data
 from beats import beats_from_values, fields, values_from_beats
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
-from cocotbext.axi import AxiStreamFrame, AxiStreamSink, AxiStreamSource
+from cocotb.triggers import ClockCycles, with_timeout
+from cocotbext.axi import AxiStreamFrame
 from runner import bench_params, run_bench
-from streams import StreamBus, StreamChecker, random_stalls
+from streams import PERIOD_NS, StreamBench
 
 from ceaz.quantizer import prequantize, quant_params
 from ceaz_hw.beats import Prequantized, beat
 from ceaz_hw.quantizer import CONFIG_LATENCY, Quantizer
 
-PERIOD_NS = 10
 #: Longest wait for one output beat (latency plus stalls); only a hang exceeds it.
 RECV_TIMEOUT_NS = 20_000
 F32 = np.float32
@@ -42,11 +39,10 @@ def f32_bits(value: float) -> int:
     return int(np.array(value, dtype=F32).view(np.uint32))
 
 
-class TB:
+class TB(StreamBench):
     """Clock, reset, stream models and the configuration ports of one Quantizer."""
 
     def __init__(self, dut):
-        self.dut = dut
         self.lanes = int(bench_params()["lanes"])
         self.in_layout = beat(unsigned(32), self.lanes)
         self.out_layout = beat(Prequantized, self.lanes)
@@ -56,30 +52,8 @@ class TB:
         self.in_top = fields(self.in_layout)
         self.out_top = fields(self.out_layout)
         self.rng = np.random.default_rng(SEED + 99)  # garbage for unused lanes
-        cocotb.start_soon(Clock(dut.clk, PERIOD_NS, unit="ns").start())
-        self.source = AxiStreamSource(StreamBus.from_prefix(dut, "i"), dut.clk, dut.rst,
-                                      byte_size=self.in_layout.size)
-        self.sink = AxiStreamSink(StreamBus.from_prefix(dut, "o"), dut.clk, dut.rst,
-                                  byte_size=self.out_layout.size)
-        for model in (self.source, self.sink):
-            model.log.setLevel(logging.WARNING)  # not a line per beat
-        self.checker = StreamChecker(dut, "o")
+        super().__init__(dut, self.in_layout.size, self.out_layout.size)
         cocotb.start_soon(self.checker.run())
-
-    def set_stalls(self, seed: int | None) -> None:
-        """Random valid and ready stalls from ``seed``, or none."""
-        if seed is None:
-            self.source.clear_pause_generator()
-            self.sink.clear_pause_generator()
-        else:
-            self.source.set_pause_generator(random_stalls(seed))
-            self.sink.set_pause_generator(random_stalls(seed + 1, busy=0.4))
-
-    async def reset(self) -> None:
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, 2)
-        self.dut.rst.value = 0
-        await RisingEdge(self.dut.clk)
 
     async def configure(self, qp) -> None:
         """Drive ``quant_params`` output onto the ports, with the stream idle."""

@@ -16,18 +16,15 @@ from pathlib import Path
 import cocotb
 import numpy as np
 import pytest
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from cocotbext.axi import (
     AxiLiteBus,
     AxiLiteMaster,
     AxiStreamBus,
     AxiStreamFrame,
-    AxiStreamSink,
-    AxiStreamSource,
 )
 from runner import bench_params, run_bench
-from streams import random_stalls
+from streams import StreamBench
 
 from ceaz import codec, datasets, huffman, regmap, tiling
 from ceaz.cardstream import card_output
@@ -36,7 +33,6 @@ from ceaz.codec import CodebookSchedule, Settings
 from ceaz.regmap import ERROR, STATUS, by_name
 from ceaz_hw.top import Compressor, word_bits
 
-PERIOD_NS = 10
 GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "golden"
 MANIFEST = json.loads((GOLDEN / "manifest.json").read_text())
 SEED = int(os.environ.get("CEAZ_SIM_SEED", "1"))
@@ -48,11 +44,13 @@ def f32_bits(value: float) -> int:
     return int(np.array(value, dtype=np.float32).view(np.uint32))
 
 
-class TB:
+class TB(StreamBench):
     """Clock, reset, the AXI models and the host's side of the register map."""
 
+    sink_busy = 0.3
+    reset_clocks = 4
+
     def __init__(self, dut):
-        self.dut = dut
         p = bench_params()
         self.lanes, self.radius = p["lanes"], p["radius"]
         self.settings = Settings(
@@ -60,29 +58,18 @@ class TB:
             chunk_values=p["chunk_values"],
         )  # fmt: skip
         self.word_bits = word_bits(self.lanes)
-        cocotb.start_soon(Clock(dut.clk, PERIOD_NS, unit="ns").start())
-        self.source = AxiStreamSource(
-            AxiStreamBus.from_prefix(dut, "s_axis", bus_separator="__"), dut.clk, dut.rst)
-        self.sink = AxiStreamSink(
-            AxiStreamBus.from_prefix(dut, "m_axis", bus_separator="__"), dut.clk, dut.rst)
+        super().__init__(
+            dut, None, None, with_sink=True,
+            source_bus=AxiStreamBus.from_prefix(dut, "s_axis", bus_separator="__"),
+            sink_bus=AxiStreamBus.from_prefix(dut, "m_axis", bus_separator="__"))
         self.axil = AxiLiteMaster(
             AxiLiteBus.from_prefix(dut, "s_axil", bus_separator="__"), dut.clk, dut.rst)
         self.book = None
         self.values_compared = 0
 
-    def set_stalls(self, seed: int | None) -> None:
-        if seed is None:
-            self.source.clear_pause_generator()
-            self.sink.clear_pause_generator()
-        else:
-            self.source.set_pause_generator(random_stalls(seed))
-            self.sink.set_pause_generator(random_stalls(seed + 1, busy=0.3))
-
     async def reset(self) -> None:
-        self.dut.rst.value = 1
-        await ClockCycles(self.dut.clk, 4)
-        self.dut.rst.value = 0
-        await ClockCycles(self.dut.clk, 2)
+        await super().reset()
+        await RisingEdge(self.dut.clk)
         self.book = None
         await self.wait_status(STATUS.HIST_CLEARING, 0)
 
