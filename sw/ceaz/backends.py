@@ -71,10 +71,7 @@ def coder_for(backend: str, settings, timeout: float | None = None) -> Iterator[
 
 def simulated_card(settings, lanes: int = SIM_LANES):
     """The simulated card built for these settings (radius and buffer sizes), from the cache."""
-    from ceaz_hw.top import Compressor
-
     from . import simcard
 
-    design = Compressor(
-        lanes, settings.radius, max_line=settings.max_line, max_plane=settings.max_plane)
-    return simcard.SimulatedCard(simcard.build(design))
+    return simcard.SimulatedCard(simcard.build_compressor(
+        lanes, radius=settings.radius, max_line=settings.max_line, max_plane=settings.max_plane))

@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from .build import CardLibrary, build, cache_root
+from .build import CardLibrary, build, build_compressor, cache_root
 from .core import SimCore
 from .hwh import CEAZ_VLNV, DMA_VLNV, BlockDesign, write_hwh
 
@@ -26,6 +26,7 @@ __all__ = [
     "SimulatedCard",
     "activate",
     "build",
+    "build_compressor",
     "cache_root",
     "deactivate",
     "write_hwh",

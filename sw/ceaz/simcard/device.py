@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pynq
 
-from .build import CardLibrary, build
+from .build import CardLibrary, build_compressor
 from .core import MM2S, S2MM, SimCore
 from .hwh import BlockDesign, write_hwh
 from .memory import SimMemory
@@ -98,9 +98,7 @@ class SimulatedCard(pynq.Device):
     @classmethod
     def for_compressor(cls, lanes: int = 4, **build_options) -> SimulatedCard:
         """Build (or load from the cache) a card around ``ceaz_hw.top.Compressor(lanes)``."""
-        from ceaz_hw.top import Compressor
-
-        return cls(build(Compressor(lanes=lanes), **build_options))
+        return cls(build_compressor(lanes, **build_options))
 
     def __init__(self, library: CardLibrary, design: BlockDesign | None = None,
                  tag: str = "ceaz-simcard"):
