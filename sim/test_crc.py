@@ -32,6 +32,7 @@ class CRCBench:
     def __init__(self, dut, seed: int):
         self.dut = dut
         self.width = int(bench_params()["width"])
+        self.granule = int(bench_params().get("granule", 1))
         self.rng = random.Random(seed)
         layout = beat_layout(self.width)
         self.n_bytes_shift = layout["n_bytes"].offset
@@ -67,7 +68,9 @@ class CRCBench:
         of random size 0..width anywhere. An empty message is one empty ``last`` beat."""
         beats, pos = [], 0
         while pos < len(message):
-            size = self.rng.randint(0, self.width) if ragged else self.width
+            size = self.width
+            if ragged:
+                size = self.rng.randint(0, self.width // self.granule) * self.granule
             beats.append(message[pos : pos + size])
             pos += size
         if not beats or (ragged and self.rng.random() < 0.2):
@@ -137,8 +140,9 @@ class CRCBench:
               f"{self.streams_checked} streams checked against zlib.crc32")
 
 
-def _message(rng: random.Random) -> bytes:
-    return rng.randbytes(rng.randint(0, MAX_LEN))
+def _message(tb: CRCBench) -> bytes:
+    """Random bytes, 0..MAX_LEN of them in whole granules."""
+    return tb.rng.randbytes(tb.rng.randint(0, MAX_LEN // tb.granule) * tb.granule)
 
 
 @cocotb.test()
@@ -146,11 +150,11 @@ async def random_streams_with_gaps(dut):
     """Random lengths 0..200, random idle cycles, full beats and a partial last beat."""
     tb = CRCBench(dut, SEED)
     await tb.reset()
-    lengths = [0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17]  # every beat-size corner first
-    for length in lengths:
+    lengths = [0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 24, 32, 40, 64, 72]  # beat-size corners
+    for length in [n for n in lengths if n % tb.granule == 0]:
         await tb.send(tb.rng.randbytes(length))
     for _ in range(120):
-        await tb.send(_message(tb.rng))
+        await tb.send(_message(tb))
     await tb.drain()
     tb.report("random_streams_with_gaps")
 
@@ -162,7 +166,7 @@ async def back_to_back_no_gaps(dut):
     tb = CRCBench(dut, SEED + 1)
     await tb.reset()
     for _ in range(120):
-        await tb.send(_message(tb.rng), gaps=0.0)
+        await tb.send(_message(tb), gaps=0.0)
     await tb.drain()
     tb.report("back_to_back_no_gaps")
 
@@ -173,7 +177,7 @@ async def ragged_beats(dut):
     tb = CRCBench(dut, SEED + 2)
     await tb.reset()
     for _ in range(100):
-        await tb.send(_message(tb.rng), gaps=0.2, ragged=True)
+        await tb.send(_message(tb), gaps=0.2, ragged=True)
     await tb.drain()
     tb.report("ragged_beats")
 
@@ -189,11 +193,13 @@ async def reset_mid_stream(dut):
     await tb.reset()  # also forgets the abandoned stream
     await ClockCycles(dut.clk, 1)
     for _ in range(10):
-        await tb.send(_message(tb.rng))
+        await tb.send(_message(tb))
     await tb.drain()
     tb.report("reset_mid_stream")
 
 
-@pytest.mark.parametrize("width", [1, 4, 8])
-def test_crc(width):
-    run_bench(StreamCRC, name="crc", params={"width": width}, test_module=__name__)
+@pytest.mark.parametrize(("width", "granule"), [(1, 1), (4, 1), (8, 1), (8, 8), (32, 8)])
+def test_crc(width, granule):
+    """Byte-granular CRCs, and the 8-byte-group ones the packer uses (W = 64 and 256)."""
+    run_bench(StreamCRC, name="crc", params={"width": width, "granule": granule},
+              test_module=__name__)

@@ -10,8 +10,12 @@ The arithmetic comes from :mod:`amaranth.lib.crc`: the algorithm is its catalog 
 :meth:`amaranth.lib.crc.Parameters.compute` (its public bit-serial reference model) on unit
 vectors. A single :class:`amaranth.lib.crc.Processor` cannot be used directly, because it
 consumes a fixed number of bits per word, while the last beat of a stream may hold fewer
-than ``width`` bytes: here the CRC register feeds ``width`` parallel update networks, one per
-valid byte count ``1..width``, and ``n_bytes`` selects which result is kept.
+than ``width`` bytes: here the CRC register feeds one parallel update network per valid byte
+count (``granule``, ``2 granule``, ... ``width``), and ``n_bytes`` selects which result is
+kept. A producer whose beats only ever end on a coarser boundary (the packer pads its payload
+to 8-byte groups) sets ``granule`` to it: every network costs logic on the chip and a full
+evaluation on every clock of a Verilator model, so the byte-granular networks it never uses
+would be pure waste (they were a third of the simulated card's time).
 
 Interface (``clk``/``rst`` synchronous, active high; ports ``i__payload``, ``i__valid``,
 ``i__ready``, ``crc``, ``crc_valid`` in Verilog):
@@ -20,9 +24,10 @@ Interface (``clk``/``rst`` synchronous, active high; ports ``i__payload``, ``i__
   of the beat in bits ``8k .. 8k+7``; **byte 0 (the least significant byte) is the first byte
   of the stream** -- little-endian, as on an AXI-Stream ``tdata`` bus. ``n_bytes`` (0 to
   ``width``) counts the valid bytes, which are always bytes ``0 .. n_bytes-1``; the others are
-  ignored. Any beat may be partial, not only the last; ``n_bytes`` above ``width`` counts as
-  ``width``. ``last`` ends the stream. An empty stream is one beat with ``n_bytes = 0`` and
-  ``last = 1`` (its CRC is 0).
+  ignored. Any beat may be partial, not only the last, in multiples of ``granule`` bytes;
+  an ``n_bytes`` above ``width`` or not a multiple of ``granule`` counts as ``width``.
+  ``last`` ends the stream. An empty stream is one beat with ``n_bytes = 0`` and ``last = 1``
+  (its CRC is 0).
 * ``i.ready`` is always 1: one beat is accepted on every clock with ``i.valid`` (no
   backpressure). Producers should still honour ``ready``, so that a later version may stall.
 * ``crc`` is the CRC of the stream so far (meaningful once ``crc_valid`` is 1);
@@ -33,7 +38,7 @@ Interface (``clk``/``rst`` synchronous, active high; ports ``i__payload``, ``i__
   value; there is no need to reset between streams.
 
 The critical path is the CRC register through one XOR network (at most 32 + 8 * ``width``
-inputs per bit) and a ``width + 1``-way select back into the register.
+inputs per bit) and a ``width / granule + 1``-way select back into the register.
 """
 
 from __future__ import annotations
@@ -114,17 +119,23 @@ class StreamCRC(wiring.Component):
     Parameters
     ----------
     width : int
-        Bytes per beat: 1, 2, 4 or 8 (default 8).
+        Bytes per beat: 1, 2, 4, 8, 16, 32 or 64 (default 8), a multiple of ``granule``.
+    granule : int
+        Beats hold a multiple of this many valid bytes: 1 (default), 2, 4 or 8.
     algorithm : amaranth.lib.crc.Algorithm
         Defaults to zlib's CRC-32 (``catalog.CRC32_ISO_HDLC``); only that one is tested.
 
     See the module docstring for the ports, the byte order and the timing of ``crc_valid``.
     """
 
-    def __init__(self, width: int = 8, algorithm: Algorithm = CRC32):
-        if width not in (1, 2, 4, 8):
-            raise ValueError(f"width must be 1, 2, 4 or 8 bytes, not {width!r}")
+    def __init__(self, width: int = 8, granule: int = 1, algorithm: Algorithm = CRC32):
+        if granule not in (1, 2, 4, 8):
+            raise ValueError(f"granule must be 1, 2, 4 or 8 bytes, not {granule!r}")
+        if width not in (1, 2, 4, 8, 16, 32, 64) or width % granule:
+            raise ValueError(f"width must be 1, 2, 4, ... 64 bytes and a multiple of granule "
+                             f"{granule}, not {width!r}")
         self.width = width
+        self.granule = granule
         self.algorithm = algorithm
         super().__init__({
             "i": In(stream.Signature(beat_layout(width))),
@@ -151,25 +162,25 @@ class StreamCRC(wiring.Component):
         ]
 
         # One update network per byte count; `nexts[n]` is the state after n more bytes.
-        nexts = [source]
-        for nbytes in range(1, self.width + 1):
+        nexts = {0: source}
+        for nbytes in range(self.granule, self.width + 1, self.granule):
             payload = beat.data[: 8 * nbytes]
             nxt = Signal(nbits, name=f"after_{nbytes}")
             for i, mask in enumerate(update_matrices(nbytes, self.algorithm)):
-                # Masks of at most 64 bits keep Verilator's C++ in native words.
+                # Separate state and data taps: the state's reduction stays in one word.
                 state_taps = mask & ((1 << nbits) - 1)
                 data_taps = mask >> nbits
                 m.d.comb += nxt[i].eq((source & state_taps).xor() ^ (payload & data_taps).xor())
-            nexts.append(nxt)
+            nexts[nbytes] = nxt
 
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += done.eq(beat.last)
             with m.Switch(beat.n_bytes):
-                for nbytes, nxt in enumerate(nexts):
+                for nbytes, nxt in nexts.items():
                     with m.Case(nbytes):
                         m.d.sync += state.eq(nxt)
                 with m.Default():
-                    m.d.sync += state.eq(nexts[-1])
+                    m.d.sync += state.eq(nexts[self.width])
 
         return m
 

@@ -31,9 +31,9 @@ padded payload, the sync offsets and the trailer are out, so each chunk starts o
 word. The output goes through an :class:`~ceaz_hw.elastic.ElasticBuffer`, whose level-only
 ``i.ready`` keeps ``o.ready`` away from the datapath.
 
-The CRC of the trailer is computed on the payload words as they leave the accumulator:
-:class:`~ceaz_hw.crc.StreamCRC` when ``W = 64``, and the same construction
-(:func:`ceaz_hw.crc.update_matrices`) widened to whole 64-bit groups of a wider word otherwise.
+The CRC of the trailer is computed on the payload words as they leave the accumulator, by a
+:class:`~ceaz_hw.crc.StreamCRC` that takes whole 8-byte groups (the payload is padded to 64
+bits, so no beat ends inside a group).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from ceaz import format as fmt
 from ceaz.regmap import TRAILER_MAGIC
 
 from .beats import LANE_COUNTS, Coded, Escape, beat, code_field_bits
-from .crc import CRC32, StreamCRC, initial_state, update_matrices
+from .crc import StreamCRC
 from .elastic import ElasticBuffer
 
 __all__ = ["TRAILER_BYTES", "Packer", "output_layout", "word_bits"]
@@ -84,48 +84,6 @@ _Totals = data.StructLayout({
     "fills": unsigned(32),
     "syncs": unsigned(32),
 })
-
-
-class _WideCRC(wiring.Component):
-    """zlib CRC-32 of words of ``width`` bytes (a multiple of 8) whose valid bytes are a whole
-    number of 8-byte groups; same ports and timing as :class:`~ceaz_hw.crc.StreamCRC`, which
-    stops at 8 bytes per beat. ``n_bytes`` must be a multiple of 8."""
-
-    def __init__(self, width):
-        self.width = width
-        super().__init__({
-            "i": In(stream.Signature(data.StructLayout({
-                "data": unsigned(8 * width), "n_bytes": range(width + 1), "last": 1}))),
-            "crc": Out(32),
-            "crc_valid": Out(1),
-        })
-
-    def elaborate(self, platform):
-        m = Module()
-        init = initial_state(CRC32)
-        state = Signal(32, init=init)
-        done = Signal()
-        source = Mux(done, init, state)
-        m.d.comb += [
-            self.i.ready.eq(1),
-            self.crc.eq(state ^ CRC32.xor_output),
-            self.crc_valid.eq(done),
-        ]
-        beat = self.i.payload
-        with m.If(self.i.valid):
-            m.d.sync += done.eq(beat.last)
-            with m.Switch(beat.n_bytes):
-                with m.Case(0):
-                    m.d.sync += state.eq(source)
-                for nbytes in range(8, self.width + 1, 8):
-                    nxt = Signal(32, name=f"after_{nbytes}")
-                    payload = beat.data[: 8 * nbytes]
-                    for i, mask in enumerate(update_matrices(nbytes, CRC32)):
-                        m.d.comb += nxt[i].eq((source & (mask & 0xFFFFFFFF)).xor()
-                                              ^ (payload & (mask >> 32)).xor())
-                    with m.Case(nbytes):
-                        m.d.sync += state.eq(nxt)
-        return m
 
 
 class _Front(wiring.Component):
@@ -346,7 +304,7 @@ class Packer(wiring.Component):
         m.submodules.out_buffer = out_buf = ElasticBuffer(output_layout(width))
         m.submodules.syncs = fifo = SyncFIFOBuffered(
             width=32, depth=self.max_sync + self._PAST_POSITION)
-        m.submodules.crc = crc = StreamCRC(8) if width == 64 else _WideCRC(width // 8)
+        m.submodules.crc = crc = StreamCRC(width // 8, granule=8)  # the payload is 8-byte padded
 
         out_ready = out_buf.i.ready  # level-only
         out_valid = Signal()
