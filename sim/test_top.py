@@ -107,6 +107,9 @@ class TB(StreamBench):
         self.book = np.asarray(lengths).copy()
 
     async def set_box(self, shape) -> None:
+        """Change the box once every chunk sent so far is in and out: BUSY alone would race
+        with a chunk still queued in the source model, which the card has not seen yet."""
+        await self.source.wait()
         await self.wait_status(STATUS.BUSY, 0)
         for name, n in zip(("BOX_Z", "BOX_Y", "BOX_X"), shape, strict=True):
             await self.write(name, n)
@@ -169,11 +172,15 @@ class TB(StreamBench):
         enc = code_chunk(values, box, coding, huffman.offline_lengths(header.radius))
         assert header.n_chunks == 1, "keep the histogram check to one chunk"
         await self.compress(array, eb, mode, label="histogram")
-        counts = []
-        for s in range(len(enc.hist)):
-            await self.write("HIST_ADDR", s)
-            counts.append(await self.read("HIST_DATA"))
+        # One address write, then each HIST_DATA read walks to the next symbol; a second
+        # address write restarts the walk in the middle.
+        await self.write("HIST_ADDR", 0)
+        counts = [await self.read("HIST_DATA") for _ in range(len(enc.hist))]
         assert np.array_equal(np.array(counts), enc.hist.astype(np.int64)), "histogram differs"
+        middle = len(enc.hist) // 2
+        await self.write("HIST_ADDR", middle)
+        again = [await self.read("HIST_DATA") for _ in range(3)]
+        assert again == counts[middle: middle + 3], "HIST_ADDR did not restart the walk"
 
 
     async def compress_golden(self, name: str) -> None:

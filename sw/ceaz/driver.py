@@ -72,12 +72,9 @@ class CeazIP(DefaultIP):
 
     def histogram(self, n_symbols: int) -> np.ndarray:
         """The symbol counts of the last completed chunk."""
-        addr, data = regmap.by_name("HIST_ADDR").address, regmap.by_name("HIST_DATA").address
-        counts = np.empty(n_symbols, dtype=np.uint64)
-        for s in range(n_symbols):
-            self.write(addr, s)
-            counts[s] = self.read(data)
-        return counts
+        self.set_reg("HIST_ADDR", 0)
+        data = regmap.by_name("HIST_DATA").address  # each read moves on to the next symbol
+        return np.array([self.read(data) for _ in range(n_symbols)], dtype=np.uint64)
 
     def counter(self, name: str) -> int:
         low = self.reg(f"{name}_LO")

@@ -113,8 +113,8 @@ REGISTERS: tuple[Register, ...] = (
     Register("CB_DATA", 0x084, "WO", "code in bits 15:0, length in bits 20:16; CB_ADDR += 1"),
     Register("CB_COMMIT", 0x088, "WO", "write 1: the next bank becomes active"),
     # Histogram of the last completed chunk, merged over the lanes.
-    Register("HIST_ADDR", 0x0A0, "RW", "symbol read by HIST_DATA"),
-    Register("HIST_DATA", 0x0A4, "RO", "count of symbol HIST_ADDR in the last chunk"),
+    Register("HIST_ADDR", 0x0A0, "RW", "symbol read by the next HIST_DATA read"),
+    Register("HIST_DATA", 0x0A4, "RO", "that symbol's count in the last chunk; address += 1"),
     Register("HIST_CHUNKS", 0x0A8, "RO", "chunks completed since reset"),
     # Counters since reset, 64 bits each.
     Register("CYCLES_LO", 0x0C0, "RO", "clocks since reset"),

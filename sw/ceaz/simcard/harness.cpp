@@ -192,6 +192,8 @@ void simcard_destroy(Card* card) {
 }
 
 // Synchronous reset of the RTL for `cycles` clocks; also idles both DMA engines and the bus.
+// As AXI requires, no master starts before the first rising edge with the reset released
+// (the compressor registers its reset, so it leaves reset at that edge).
 void simcard_reset(Card* card, int cycles) {
     card->mm2s = Mm2s();
     card->s2mm = S2mm();
@@ -199,6 +201,7 @@ void simcard_reset(Card* card, int cycles) {
     card->top->rst = 1;
     for (int i = 0; i < cycles; ++i) card->step();
     card->top->rst = 0;
+    card->step();
     card->cycles = card->in_beats = card->out_beats = card->idle_cycles = 0;
 }
 
