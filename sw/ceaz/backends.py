@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from collections.abc import Iterator
 
 from .errors import DeviceError
@@ -26,9 +27,18 @@ BACKENDS = ("auto", "model", "sim", "pynq")
 SIM_LANES = int(os.environ.get("CEAZ_SIM_LANES", "4"))
 
 
+def _import_pynq():
+    """pynq, without the pkg_resources deprecation warning its pynqutils raises on import
+    (not ours to fix, and it would only clutter every run's output)."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", "pkg_resources is deprecated", UserWarning)
+        import pynq
+    return pynq
+
+
 def _board_present() -> bool:
     try:
-        import pynq
+        pynq = _import_pynq()
     except ImportError:
         return False
     try:
@@ -48,7 +58,7 @@ def coder_for(backend: str, settings, timeout: float | None = None) -> Iterator[
     if backend == "auto":
         backend = "pynq" if _board_present() else "sim"
     try:
-        import pynq
+        pynq = _import_pynq()
 
         from . import driver
     except ImportError as exc:

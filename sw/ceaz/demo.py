@@ -16,6 +16,7 @@ import argparse
 import io
 import json
 import sys
+import time
 from pathlib import Path
 
 from . import codec, datasets
@@ -54,14 +55,17 @@ def _fields(names, eb_rel, settings, coder) -> bool:
     head = f"{'field':<30} {'shape':<18} {'ratio':>7} {'bits/val':>8} {'PSNR dB':>8}"
     print(f"{head} {'max error':>10} {'bound':>10} {'held':>5}")
     cycles = values = 0
+    seconds = 0.0
     for name in names:
         x = datasets.load(name)
         buf = io.BytesIO()
         before = coder.ip.counter("ACTIVE") if coder else 0
+        started = time.perf_counter()
         codec.encode_stream(x, buf, eb_rel, "rel", settings, coder=coder)
+        seconds += time.perf_counter() - started
         if coder:
             cycles += coder.ip.counter("ACTIVE") - before
-            values += x.size
+        values += x.size
         data = buf.getvalue()
         y = codec.decompress(data)
         header = codec.StreamReader.from_bytes(data).header
@@ -74,8 +78,11 @@ def _fields(names, eb_rel, settings, coder) -> bool:
             f" {q.psnr_db:8.2f} {q.max_error:10.3e} {header.eb_f:10.3e}"
             f" {'yes' if held else 'NO':>5}"
         )
+    where = f"the {coder.lanes}-lane card, driver included" if coder else "the CPU model"
+    print(f"\ncompressing took {seconds:.1f} s of wall clock on {where}: "
+          f"{values / seconds / 1e6:.2f} M values/s on this machine")
     if coder:
-        print(f"\ncard: {values} values in {cycles} clock cycles while busy "
+        print(f"card: {values} values in {cycles} clock cycles while busy "
               f"({values / max(cycles, 1):.2f} values per cycle)")
         mhz = synthesised_mhz(coder.lanes)
         if mhz:
@@ -83,8 +90,6 @@ def _fields(names, eb_rel, settings, coder) -> bool:
             print(f"at the synthesised {mhz:.0f} MHz (ECP5, nox -s synth) that is {rate:.2f} GB/s")
         else:
             print("no synthesis result for this configuration yet (nox -s synth)")
-    else:
-        print("\nThroughput is measured by the benchmark (nox -s bench), not here.")
     return ok
 
 
