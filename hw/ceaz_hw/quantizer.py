@@ -218,15 +218,20 @@ class _Lane(wiring.Component):
 
         # Normalise to bit 50, two binary steps per stage, never past the subnormal limit:
         # the greedy steps add up to min(clz, lim) because both budgets shrink together.
-        for steps in ((32, 16), (8, 4), (2, 1)):
+        # The second step's test is made for both outcomes of the first at once, so a stage
+        # is two compares side by side and one 4-way select, not two in a row.
+        for a, b in ((32, 16), (8, 4), (2, 1)):
             norm, room, shift = s["norm"], s["room"], s["shift"]
-            for n in steps:
-                take = (norm[51 - n : 51] == 0) & (room >= n)
-                norm = Mux(take, (norm << n)[:51], norm)
-                room = Mux(take, room - n, room)[:6]
-                shift = Mux(take, shift + n, shift)[:6]
-            s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero"), norm=norm, room=room,
-                        shift=shift)
+            take_a = (norm[51 - a : 51] == 0) & (room >= a)
+            take_b = Mux(take_a,
+                         (norm[51 - a - b : 51 - a] == 0) & (room >= a + b),
+                         (norm[51 - b : 51] == 0) & (room >= b))
+            assert a == 2 * b
+            step = Cat(Const(0, b.bit_length() - 1), take_b, take_a)  # a take_a + b take_b
+            shifted = Mux(take_a, Mux(take_b, norm << (a + b), norm << a),
+                          Mux(take_b, norm << b, norm))
+            s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero"), norm=shifted[:51],
+                        room=(room - step)[:6], shift=(shift + step)[:6])
 
         top, guard, sticky = s["norm"][27:51], s["norm"][26], s["norm"][:26] != 0
         s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero"),
