@@ -54,6 +54,13 @@ def bench(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def fixed_ratio(session: nox.Session) -> None:
+    """Fixed-ratio mode on the real fields: asked against achieved (bench/fixed_ratio.md)."""
+    session.install("-e", ".[data]")
+    session.run("python", "bench/fixed_ratio.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def train(session: nox.Session) -> None:
     """Rebuild the offline codebook data from the real training fields."""
     session.install("-e", ".[data]")

@@ -1,6 +1,6 @@
 """The ceaz command line: compress, decompress, inspect and verify files.
 
-    ceaz compress IN OUT (--abs EB | --rel EB) [--shape Z,Y,X] [--dtype f32|f64] ...
+    ceaz compress IN OUT (--abs EB | --rel EB | --ratio R | --bit-rate B) [--shape Z,Y,X] ...
     ceaz decompress IN OUT
     ceaz info IN [--all] [--json]
     ceaz verify ORIGINAL COMPRESSED [--shape Z,Y,X] [--json]
@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from . import codec, files, report
+from . import codec, files, ratecontrol, report
 from . import format as fmt
 from .backends import BACKENDS, coder_for
 from .chunk import decode_chunks
@@ -91,6 +91,10 @@ def build_parser() -> argparse.ArgumentParser:
     bound = p.add_mutually_exclusive_group(required=True)
     bound.add_argument("--abs", metavar="EB", help="absolute error bound")
     bound.add_argument("--rel", metavar="EB", help="bound relative to the finite value range")
+    bound.add_argument("--ratio", metavar="R",
+                       help="fixed-ratio mode: fit the bound so that input / output is about R")
+    bound.add_argument("--bit-rate", metavar="B",
+                       help="fixed-rate mode: fit the bound for about B bits per value")
     p.add_argument("--shape", metavar="Z,Y,X", help="shape of a raw input (or to reshape a .npy)")
     p.add_argument("--dtype", metavar="f32|f64", help="value type of a raw input of any suffix")
     p.add_argument("--radius", type=int, default=fmt.DEFAULT_RADIUS, help="symbol radius R")
@@ -243,8 +247,14 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def cmd_compress(args: argparse.Namespace) -> int:
-    mode, text = ("abs", args.abs) if args.abs is not None else ("rel", args.rel)
-    eb = parse_bound(text)
+    target = {"ratio": args.ratio, "bit_rate": args.bit_rate}
+    if all(v is None for v in target.values()):
+        mode, text = ("abs", args.abs) if args.abs is not None else ("rel", args.rel)
+        eb = parse_bound(text)
+        target = None
+    else:
+        target = {k: _parse_positive(k.replace("_", "-"), v) for k, v in target.items()
+                  if v is not None}
     fill = parse_fill(args.fill)
     if not 1 <= args.chunk_values <= fmt.MAX_CHUNK_VALUES:
         raise ValueError(
@@ -270,15 +280,45 @@ def cmd_compress(args: argparse.Namespace) -> int:
             release(n)
 
         t0 = time.perf_counter()
-        header = codec.encode_stream(src, f, eb, mode, settings, on_chunk=on_chunk, coder=coder)
+        if target is None:
+            header = codec.encode_stream(
+                src, f, eb, mode, settings, on_chunk=on_chunk, coder=coder)
+            asked = f"{mode} {eb:g}"
+        else:
+            def encode(eb_abs: float) -> int:  # one pass of the fit; the last one is kept
+                nonlocal header
+                f.seek(0)
+                f.truncate()
+                bar.reset()
+                header = codec.encode_stream(src, f, eb_abs, "abs", settings,
+                                             on_chunk=on_chunk, coder=coder)
+                return f.tell()
+
+            header = None
+
+            bits = ratecontrol.target_bits(itemsize, **target)
+            fit = ratecontrol.fit_bound(src, bits, encode, settings)
+            (name, value), = target.items()
+            asked = (f"{name.replace('_', ' ')} {value:g} asked, {len(fit.passes)} pass(es), "
+                     f"{fit.miss:+.1%} bits")
         seconds = time.perf_counter() - t0
         size = f.tell()
     print(
         f"{args.input} -> {args.output}: {nbytes / 1e6:.2f} MB -> {size / 1e6:.3f} MB, "
         f"ratio {nbytes / size:.2f}, {8 * size / src.size:.3f} bits/value, "
-        f"{nbytes / 1e6 / max(seconds, 1e-9):.1f} MB/s, bound {header.eb_f:.6g} ({mode} {eb:g})"
+        f"{nbytes / 1e6 / max(seconds, 1e-9):.1f} MB/s, bound {header.eb_f:.6g} ({asked})"
     )
     return 0
+
+
+def _parse_positive(option: str, text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"--{option} must be a number, got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"--{option} must be a positive finite number, got {text}")
+    return value
 
 
 # --- decompress ------------------------------------------------------------------------------
@@ -565,7 +605,7 @@ def _describe(e: BaseException) -> str:
 
 
 #: Options whose value may be a negative number.
-_NUMERIC_OPTIONS = ("--abs", "--rel", "--fill")
+_NUMERIC_OPTIONS = ("--abs", "--rel", "--ratio", "--bit-rate", "--fill")
 
 
 def _attach_numbers(argv: list[str]) -> list[str]:

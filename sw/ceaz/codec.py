@@ -249,13 +249,21 @@ def encode_stream(
 
 def compress(
     array: np.ndarray,
-    eb: float,
+    eb: float | None = None,
     mode: str = "abs",
     settings: Settings | None = None,
     use_jit: bool = True,
     backend: str = "model",
+    *,
+    ratio: float | None = None,
+    bit_rate: float | None = None,
 ) -> bytes:
     """Compress an array into a complete ceaz container (bytes).
+
+    Give either an error bound ``eb`` (absolute, or relative to the value range with
+    ``mode="rel"``) or a target: ``ratio`` (input bytes / output bytes) or ``bit_rate`` (bits
+    per value). A target is met within a few per cent by fitting an absolute bound
+    (`ceaz.ratecontrol`); the header records the bound every value was held to.
 
     ``backend`` picks what codes the chunks (`ceaz.backends`: "model", "sim", "pynq" or
     "auto"); every backend gives the same bytes.
@@ -263,9 +271,26 @@ def compress(
     from .backends import coder_for
 
     settings = settings or Settings()
+    targeted = ratio is not None or bit_rate is not None
+    if targeted == (eb is not None):
+        raise ValueError("give an error bound eb, or a target ratio or bit_rate, not both")
     buf = io.BytesIO()
     with coder_for(backend, settings) as coder:
-        encode_stream(array, buf, eb, mode, settings, use_jit, coder=coder)
+        if not targeted:
+            encode_stream(array, buf, eb, mode, settings, use_jit, coder=coder)
+            return buf.getvalue()
+        from . import ratecontrol
+
+        array = _check_array(array)
+        bits = ratecontrol.target_bits(np.dtype(array.dtype).itemsize, ratio, bit_rate)
+
+        def encode(eb_abs: float) -> int:
+            buf.seek(0)
+            buf.truncate()
+            encode_stream(array, buf, eb_abs, "abs", settings, use_jit, coder=coder)
+            return buf.tell()
+
+        ratecontrol.fit_bound(array, bits, encode, settings, use_jit=use_jit)
     return buf.getvalue()
 
 
