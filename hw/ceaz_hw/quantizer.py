@@ -144,7 +144,7 @@ class _Lane(wiring.Component):
     Every register advances every clock; the parent gates the whole datapath with an enable.
     """
 
-    LATENCY = 20
+    LATENCY = 21
 
     def __init__(self):
         super().__init__({
@@ -162,18 +162,20 @@ class _Lane(wiring.Component):
         def keep(s, *names):
             return {name: s[name] for name in names}
 
-        # -- q = RNE(|x| * Cm * 2**Ce), stages 1-6 -------------------------------------------
+        # -- q = RNE(|x| * Cm * 2**Ce), stages 1-7 -------------------------------------------
         mx, ex = _mant_exp(x)
         sh = _widen(m, cfg.sh_base - ex, signed(11))
         # Shift by sh' = clip(sh, 1, 63) in two steps; shifting by sh' - 1 keeps the guard bit.
         shm1 = Mux(sh <= 1, 0, Mux(sh >= 63, 62, sh - 1))
         s = st.next(
             raw=x,
+            mx=mx,  # registered per lane: the multipliers then start from a register
             fill=cfg.fill_enable & (x == cfg.fill_bits),
             tl=(x[23:31] == 0xFF) | ((sh <= 0) & (mx != 0)),  # NaN, Inf or too large
             shm1=shm1[:6],
-            **_partial_products(mx, cfg.cm, 12, 16),
         )
+        s = st.next(**keep(s, "raw", "fill", "tl", "shm1"),
+                    **_partial_products(s["mx"], cfg.cm, 12, 16))
 
         terms, lo = _sum_cross_terms(s, 12, 16)
         s = st.next(**keep(s, "raw", "fill", "tl", "shm1"), **terms)
@@ -204,7 +206,7 @@ class _Lane(wiring.Component):
         too_large = s["tl"] | (floor[Q_BITS:] != 0) | mag[Q_BITS]
         s = st.next(**keep(s, "raw", "fill"), tl=too_large, mag=Mux(too_large, 0, mag[:Q_BITS]))
 
-        # -- x' = fl32(|q| * S), stages 7-14 -------------------------------------------------
+        # -- x' = fl32(|q| * S), stages 8-15 -------------------------------------------------
         q = _widen(m, Mux(s["raw"][31], -s["mag"], s["mag"]), signed(Q_BITS + 1))
         s = st.next(**keep(s, "raw", "fill", "tl"), q=q,
                     **_partial_products(s["mag"], cfg.ms, 13, 12))
@@ -243,7 +245,7 @@ class _Lane(wiring.Component):
                     tl=s["tl"] | (~s["zero"] & (exp >= 0xFF)),  # x' is infinite
                     xr=Mux(s["zero"], 0, Cat(s["sig"][:23], exp[:8])))
 
-        # -- |x - x'| <= eb_f, exactly, stages 15-19 -----------------------------------------
+        # -- |x - x'| <= eb_f, exactly, stages 16-20 -----------------------------------------
         a_bits, b_bits = s["raw"][:31], s["xr"]
         ma, ea = _mant_exp(a_bits)
         mb, eb = _mant_exp(b_bits)
