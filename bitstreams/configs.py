@@ -54,9 +54,11 @@ class Config:
 #: Plane buffer depth per lane count; see the block RAM budget in the module docstring.
 _MAX_PLANE = {1: 1 << 16, 2: 1 << 16, 4: 1 << 16, 8: 1 << 14, 16: 1 << 12}
 
-#: All named configurations, by name.
+#: All named configurations, by name. ``smoke`` is the whole core with small line and plane
+#: buffers: it synthesises in minutes, so CI can afford it on every run.
 CONFIGS: dict[str, Config] = {
-    f"lanes{n}": Config(f"lanes{n}", lanes=n, max_plane=_MAX_PLANE[n]) for n in _MAX_PLANE
+    **{f"lanes{n}": Config(f"lanes{n}", lanes=n, max_plane=_MAX_PLANE[n]) for n in _MAX_PLANE},
+    "smoke": Config("smoke", lanes=1, max_line=256, max_plane=1024),
 }
 
 
