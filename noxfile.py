@@ -112,6 +112,7 @@ def vivado(session: nox.Session) -> None:
 
 @nox.session(python=PYTHON)
 def synth_smoke(session: nox.Session) -> None:
-    """CI: the 1-lane synthesis smoke test (pytest -m synth), one to two minutes."""
+    """CI: synthesis, placement and routing of the whole 1-lane core in its `smoke`
+    configuration (pytest -m synth), about five minutes."""
     session.install("-e", ".[synth]")
     session.run("pytest", "-m", "synth", "tests/test_bitstreams.py", *session.posargs)

@@ -108,7 +108,7 @@ def test_one_lane_synthesis_smoke(tmp_path):
     reports = tmp_path / "reports"
     result = _run_flow("synth", "--design", design, "--config", "smoke",
                        "--out", str(tmp_path / "build"), "--reports", str(reports),
-                       "--timeout", "600", timeout=1300)
+                       "--timeout", "1200", timeout=2600)
     assert result.returncode == 0, result.stdout + result.stderr
     rows = json.loads((reports / "synth.json").read_text())["rows"]
     assert len(rows) == 1
