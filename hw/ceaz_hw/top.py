@@ -127,12 +127,26 @@ class Compressor(wiring.Component):
         # -- configuration ---------------------------------------------------------------
         cx, cy, cz = reg["BOX_X"].value, reg["BOX_Y"].value, reg["BOX_Z"].value
         sync_k = reg["SYNC_INTERVAL"].value
-        plane = Signal(50)
-        values = Signal(75)
+        # The box size, one register per step (the configuration settles for 7 clocks): every
+        # factor is first saturated just above the largest chunk, so the products stay 25 x 25
+        # bits (a few DSP tiles) and any box over the limit still reads as too large.
+        limit = fmt.MAX_CHUNK_VALUES + 1
+
+        def saturated(value, name):
+            sat = Signal(range(limit + 1), name=name)
+            m.d.sync += sat.eq(Mux(value > limit, limit, value))
+            return sat
+
+        sx, sy, sz = (saturated(c, f"box_{a}_sat") for c, a in [(cx, "x"), (cy, "y"), (cz, "z")])
+        plane = Signal(2 * len(sx))
+        m.d.sync += plane.eq(sy * sx)
+        plane_sat = saturated(plane, "plane_sat")
+        sz_late = Signal.like(sz)
+        m.d.sync += sz_late.eq(sz)
+        values = Signal(2 * len(sx))
         sync_room = Signal(43)
         m.d.sync += [
-            plane.eq(cy * cx),
-            values.eq(plane * cz),
+            values.eq(plane_sat * sz_late),
             sync_room.eq((self.max_sync + 1) * sync_k),
         ]
         bad_config = Signal()
@@ -169,8 +183,11 @@ class Compressor(wiring.Component):
         count = Signal(range(n_lanes + 1))
         m.d.comb += count.eq(sum(s.tkeep[4 * j] for j in range(n_lanes)))
         taken = Signal(range(fmt.MAX_CHUNK_VALUES + 1))  # values of this chunk already in
+        # remaining = values - taken, kept in a register of its own so that no subtraction
+        # sits between `taken` and the beat's count (a valid box has at most 2**24 values).
         remaining = Signal(range(fmt.MAX_CHUNK_VALUES + 1))
-        m.d.comb += remaining.eq(values - taken)
+        remaining_later = Signal.like(remaining)  # values - taken once taken > 0
+        m.d.comb += remaining.eq(Mux(taken == 0, values[: len(remaining)], remaining_later))
         ends_here = Signal()
         m.d.comb += ends_here.eq(remaining <= count)
         beat_count = Signal.like(count)
@@ -194,7 +211,7 @@ class Compressor(wiring.Component):
             with m.If(ends_here | s.tlast):
                 m.d.sync += taken.eq(0)
             with m.Else():
-                m.d.sync += taken.eq(taken + count)
+                m.d.sync += [taken.eq(taken + count), remaining_later.eq(remaining - count)]
         m.d.comb += [
             tlast_early.eq(accepted & s.tlast & ~ends_here),
             tlast_missing.eq(accepted & ends_here & (~s.tlast | (count > remaining))),
