@@ -187,7 +187,8 @@ class Compressor(wiring.Component):
         # sits between `taken` and the beat's count (a valid box has at most 2**24 values).
         remaining = Signal(range(fmt.MAX_CHUNK_VALUES + 1))
         remaining_later = Signal.like(remaining)  # values - taken once taken > 0
-        m.d.comb += remaining.eq(Mux(taken == 0, values[: len(remaining)], remaining_later))
+        at_start = Signal(init=1)  # taken == 0, as a register of its own
+        m.d.comb += remaining.eq(Mux(at_start, values[: len(remaining)], remaining_later))
         ends_here = Signal()
         m.d.comb += ends_here.eq(remaining <= count)
         beat_count = Signal.like(count)
@@ -209,9 +210,10 @@ class Compressor(wiring.Component):
         accepted = s.tvalid & in_ready
         with m.If(accepted):
             with m.If(ends_here | s.tlast):
-                m.d.sync += taken.eq(0)
+                m.d.sync += [taken.eq(0), at_start.eq(1)]
             with m.Else():
-                m.d.sync += [taken.eq(taken + count), remaining_later.eq(remaining - count)]
+                m.d.sync += [taken.eq(taken + count), remaining_later.eq(remaining - count),
+                             at_start.eq(at_start & (count == 0))]
         m.d.comb += [
             tlast_early.eq(accepted & s.tlast & ~ends_here),
             tlast_missing.eq(accepted & ends_here & (~s.tlast | (count > remaining))),
@@ -287,7 +289,7 @@ class Compressor(wiring.Component):
         with m.Else():
             m.d.sync += error.eq(error | events)
         with m.If(soft_reset):
-            m.d.sync += [in_flight.eq(0), taken.eq(0)]
+            m.d.sync += [in_flight.eq(0), taken.eq(0), at_start.eq(1)]
         m.d.comb += [
             reg["STATUS"].value.eq(Cat(busy, huff.cb_pending, error != 0, hist.clearing)),
             reg["ERROR"].value.eq(error),
@@ -309,8 +311,11 @@ class Compressor(wiring.Component):
             "ACTIVE": busy,
         }
         for name, increment in counters.items():
+            # The increment is registered: the 64-bit adders stay off the framing's paths, and
+            # a counter lags its event by one clock.
+            step = Signal(range(n_lanes + 1), name=f"{name.lower()}_step")
             counter = Signal(64, name=name.lower())
-            m.d.sync += counter.eq(counter + increment)
+            m.d.sync += [step.eq(increment), counter.eq(counter + step)]
             high = Signal(32, name=f"{name.lower()}_hi")
             with m.If(reg[f"{name}_LO"].strobe):
                 m.d.sync += high.eq(counter[32:])
