@@ -32,17 +32,10 @@ def run(ratios: list[float]) -> list[dict]:
         x = datasets.load(name)
         for ratio in ratios:
             buf = io.BytesIO()
-
-            def encode(eb, x=x, buf=buf):
-                buf.seek(0)
-                buf.truncate()
-                codec.encode_stream(x, buf, eb, "abs")
-                return buf.tell()
-
             started = time.perf_counter()
             row = {"field": name, "values": int(x.size), "asked": ratio}
             try:
-                fit = ratecontrol.fit_bound(x, 32 / ratio, encode)
+                _, fit = ratecontrol.encode_to_rate(x, buf, 32 / ratio)
             except ValueError as exc:
                 row["error"] = str(exc)
                 rows.append(row)

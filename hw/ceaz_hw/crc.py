@@ -15,7 +15,7 @@ count (``granule``, ``2 granule``, ... ``width``), and ``n_bytes`` selects which
 kept. A producer whose beats only ever end on a coarser boundary (the packer pads its payload
 to 8-byte groups) sets ``granule`` to it: every network costs logic on the chip and a full
 evaluation on every clock of a Verilator model, so the byte-granular networks it never uses
-would be pure waste (they were a third of the simulated card's time).
+would be pure waste (they were about a quarter of the simulated card's time).
 
 Interface (``clk``/``rst`` synchronous, active high; ports ``i__payload``, ``i__valid``,
 ``i__ready``, ``crc``, ``crc_valid`` in Verilog):

@@ -48,17 +48,18 @@ _MODE_NAMES = {code: name for name, code in fmt.EB_MODES.items()}
 # --- argument parsing ------------------------------------------------------------------------
 
 
-def parse_bound(text: str) -> float:
-    """An error bound: a positive finite number (0 is refused, as the codec refuses it)."""
+def parse_bound(text: str, what: str = "error bound") -> float:
+    """An error bound (or another positive quantity, named by ``what``): a positive finite
+    number (0 is refused, as the codec refuses it)."""
     try:
-        eb = float(text)
+        value = float(text)
     except ValueError:
-        raise ValueError(f"error bound must be a number, got {text!r}") from None
-    if not math.isfinite(eb):
-        raise ValueError(f"error bound must be a positive finite number, got {text}")
-    if eb <= 0:
-        raise ValueError(f"error bound must be positive, got {text}")
-    return eb
+        raise ValueError(f"{what} must be a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise ValueError(f"{what} must be a positive finite number, got {text}")
+    if value <= 0:
+        raise ValueError(f"{what} must be positive, got {text}")
+    return value
 
 
 def parse_fill(text: str) -> float | None:
@@ -253,7 +254,7 @@ def cmd_compress(args: argparse.Namespace) -> int:
         eb = parse_bound(text)
         target = None
     else:
-        target = {k: _parse_positive(k.replace("_", "-"), v) for k, v in target.items()
+        target = {k: parse_bound(v, "--" + k.replace("_", "-")) for k, v in target.items()
                   if v is not None}
     fill = parse_fill(args.fill)
     if not 1 <= args.chunk_values <= fmt.MAX_CHUNK_VALUES:
@@ -285,19 +286,9 @@ def cmd_compress(args: argparse.Namespace) -> int:
                 src, f, eb, mode, settings, on_chunk=on_chunk, coder=coder)
             asked = f"{mode} {eb:g}"
         else:
-            def encode(eb_abs: float) -> int:  # one pass of the fit; the last one is kept
-                nonlocal header
-                f.seek(0)
-                f.truncate()
-                bar.reset()
-                header = codec.encode_stream(src, f, eb_abs, "abs", settings,
-                                             on_chunk=on_chunk, coder=coder)
-                return f.tell()
-
-            header = None
-
             bits = ratecontrol.target_bits(itemsize, **target)
-            fit = ratecontrol.fit_bound(src, bits, encode, settings)
+            header, fit = ratecontrol.encode_to_rate(
+                src, f, bits, settings, coder=coder, on_chunk=on_chunk, on_pass=bar.reset)
             (name, value), = target.items()
             asked = (f"{name.replace('_', ' ')} {value:g} asked, {len(fit.passes)} pass(es), "
                      f"{fit.miss:+.1%} bits")
@@ -309,16 +300,6 @@ def cmd_compress(args: argparse.Namespace) -> int:
         f"{nbytes / 1e6 / max(seconds, 1e-9):.1f} MB/s, bound {header.eb_f:.6g} ({asked})"
     )
     return 0
-
-
-def _parse_positive(option: str, text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"--{option} must be a number, got {text!r}") from None
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"--{option} must be a positive finite number, got {text}")
-    return value
 
 
 # --- decompress ------------------------------------------------------------------------------

@@ -283,14 +283,7 @@ def compress(
 
         array = _check_array(array)
         bits = ratecontrol.target_bits(np.dtype(array.dtype).itemsize, ratio, bit_rate)
-
-        def encode(eb_abs: float) -> int:
-            buf.seek(0)
-            buf.truncate()
-            encode_stream(array, buf, eb_abs, "abs", settings, use_jit, coder=coder)
-            return buf.tell()
-
-        ratecontrol.fit_bound(array, bits, encode, settings, use_jit=use_jit)
+        ratecontrol.encode_to_rate(array, buf, bits, settings, use_jit=use_jit, coder=coder)
     return buf.getvalue()
 
 

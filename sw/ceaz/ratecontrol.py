@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable
+from typing import BinaryIO
 
 import numpy as np
 
@@ -37,7 +38,7 @@ from .chunk import Coding, code_chunk, store_if_larger
 from .container import index_size, pack_chunk
 from .quantizer import quant_params
 
-__all__ = ["RateFit", "fit_bound", "target_bits"]
+__all__ = ["RateFit", "encode_to_rate", "fit_bound", "target_bits"]
 
 #: Values coded per candidate bound: enough chunks to see the field, few enough to be quick.
 DEFAULT_SAMPLE_VALUES = 1 << 20
@@ -190,3 +191,29 @@ def fit_bound(src: np.ndarray, bits: float, encode: Callable[[float], int],
     if best is not passes[-1]:
         encode(best[0])
     return RateFit(bits, best[0], best[1], tuple(passes), model.n_sample)
+
+
+def encode_to_rate(src: np.ndarray, out: BinaryIO, bits: float, settings=None, *,
+                   use_jit: bool = True, coder=None, on_chunk: Callable[[int], None] | None = None,
+                   on_pass: Callable[[], None] | None = None, **fit_options):
+    """`ceaz.codec.encode_stream` for ``bits`` per value: each pass of `fit_bound` rewrites
+    the seekable ``out`` from where it stood, so ``out`` ends with the kept pass.
+    ``on_pass`` is called before each pass (e.g. to reset a progress bar). Returns the kept
+    pass's header and the fit."""
+    from .codec import encode_stream
+
+    start = out.tell()
+    header = None
+
+    def encode(eb: float) -> int:
+        nonlocal header
+        out.seek(start)
+        out.truncate()
+        if on_pass is not None:
+            on_pass()
+        header = encode_stream(src, out, eb, "abs", settings, use_jit, on_chunk=on_chunk,
+                               coder=coder)
+        return out.tell() - start
+
+    fit = fit_bound(src, bits, encode, settings, use_jit=use_jit, **fit_options)
+    return header, fit
