@@ -54,17 +54,18 @@ def _fields(names, eb_rel, settings, coder) -> bool:
     ok = True
     head = f"{'field':<30} {'shape':<18} {'ratio':>7} {'bits/val':>8} {'PSNR dB':>8}"
     print(f"{head} {'max error':>10} {'bound':>10} {'held':>5}")
-    cycles = values = 0
+    cycles = clocks = values = 0
     seconds = 0.0
     for name in names:
         x = datasets.load(name)
         buf = io.BytesIO()
-        before = coder.ip.counter("ACTIVE") if coder else 0
+        before = (coder.ip.counter("ACTIVE"), coder.ip.counter("CYCLES")) if coder else None
         started = time.perf_counter()
         codec.encode_stream(x, buf, eb_rel, "rel", settings, coder=coder)
         seconds += time.perf_counter() - started
         if coder:
-            cycles += coder.ip.counter("ACTIVE") - before
+            cycles += coder.ip.counter("ACTIVE") - before[0]
+            clocks += coder.ip.counter("CYCLES") - before[1]
         values += x.size
         data = buf.getvalue()
         y = codec.decompress(data)
@@ -83,7 +84,8 @@ def _fields(names, eb_rel, settings, coder) -> bool:
           f"{values / seconds / 1e6:.2f} M values/s on this machine")
     if coder:
         print(f"card: {values} values in {cycles} clock cycles while busy "
-              f"({values / max(cycles, 1):.2f} values per cycle)")
+              f"({values / max(cycles, 1):.2f} values per cycle), of {clocks} clocks in all "
+              f"({1 - cycles / max(clocks, 1):.0%} idle: the host's register traffic)")
         mhz = synthesised_mhz(coder.lanes)
         if mhz:
             rate = 4 * values / cycles * mhz / 1e3
