@@ -1,0 +1,435 @@
+"""The on-chip codebook builder: a chunk's histogram in, the next codebook out, no host
+(docs/hardware.md, "Codebook builder").
+
+It builds exactly ``huffman.code_lengths(huffman.weights_from_histogram(hist))`` and
+``huffman.canonical_codes(lengths)`` (docs/format.md, "Codebook construction"), one phase
+after another, each phase a short pipeline that handles one item per clock:
+
+``load``
+    Counts arrive in symbol order (``i``, one per clock). Each is stored as (symbol,
+    weight = count + 1) and counted into every radix digit's buckets at once.
+``prefix`` / ``scatter``, once per 10-bit digit the largest weight has
+    A stable LSD radix sort into (weight descending, symbol ascending) order: bucket counts
+    become start offsets, then every element moves to its bucket's next slot. Sorting on the
+    complemented digit gives the descending order, which is the *hand-out* order of the
+    lengths; read backwards it is ascending by weight, which is all the Huffman merge needs
+    (the multiset of leaf depths depends on the weights alone, not on which of two equal
+    weights comes first). So one sort serves both, with no second sort and no group walk.
+``merge``
+    The two-queue Huffman merge, one take per clock: the next leaf (ascending) against the
+    oldest unused internal node, a leaf winning ties. Both heads are read one clock ahead;
+    the node queue's read port is transparent to its write port for the node just made.
+    Every take records its parent.
+``depth``
+    Backwards over the parent array (a parent always comes after its children): depth =
+    parent's depth + 1, leaves counted per depth in registers.
+``limit``
+    JPEG Annex K.3 on the depth counters, one move per clock (the nearest non-empty
+    shorter level is a priority encoder).
+``cumulate``
+    Per length: the first canonical code, and how many symbols get that length or less.
+``hand-out``
+    The r-th symbol of the sorted order gets the length whose cumulative count first
+    exceeds r, written into a length table by symbol.
+``codes``
+    Symbols in order: ``code = next_code[length]++``, each one written to the codebook bank
+    exactly like a host ``CB_DATA`` write (``cb_*``), then one commit. This phase waits until
+    no earlier commit is pending.
+
+Read-modify-write pipelines (bucket counters, offsets, depths) use read ports transparent to
+the write port, so an item sees the write of the item just before it. Hand-written because
+it must be bit-exact with ``ceaz.huffman``; ``tests/test_builder_plan.py`` checks the same
+phases in Python and ``sim/test_builder.py`` checks this RTL against the model.
+
+The counts must sum to at most ``max_count`` (the histogram's chunk limit): that bounds the
+Huffman depth (a tree of depth d needs a total weight of at least Fibonacci(d + 2)), hence
+the number of depth counters.
+"""
+
+from __future__ import annotations
+
+from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
+from amaranth.lib import stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from ceaz import format as fmt
+
+from .huffman import LENGTH_BITS
+
+__all__ = ["CodebookBuilder", "max_huffman_depth"]
+
+#: Radix digit of the sort: 1024 buckets, one block RAM of counters per digit.
+DIGIT_BITS = 10
+
+
+def max_huffman_depth(total_weight: int, n_symbols: int) -> int:
+    """The deepest leaf a Huffman tree can have when its weights (all >= 1) sum to at most
+    ``total_weight``: depth d needs a total of at least Fibonacci(d + 2)."""
+    fib = [0, 1, 1]  # fib[k] = Fibonacci(k)
+    depth = 0
+    while True:
+        while len(fib) <= depth + 3:
+            fib.append(fib[-1] + fib[-2])
+        if fib[depth + 3] > total_weight or depth + 1 > n_symbols - 1:
+            return depth
+        depth += 1
+
+
+class CodebookBuilder(wiring.Component):
+    """Builds the canonical, length-limited Huffman codebook of one histogram on chip.
+
+    Parameters
+    ----------
+    n_symbols : int
+        Alphabet size ``2R + 2`` (at least 2, at most ``2**max_code_len``).
+    max_count : int
+        The largest total of one histogram (the chunk limit, ``format.MAX_CHUNK_VALUES``).
+    max_code_len : int
+        Longest code (``format.MAX_CODE_LEN``).
+
+    Members
+    -------
+    i : ``In(stream.Signature(unsigned(count_width)))``
+        The counts of symbols ``0 .. n_symbols - 1``, in order; every ``n_symbols`` beats
+        start one build. ``i.ready`` is low while a build runs.
+    cb_addr, cb_data, cb_we, cb_commit : ``Out``
+        To ``HuffmanLanes``: one write per symbol (code in the low ``max_code_len`` bits,
+        length above), then a one-clock commit.
+    cb_pending : ``In(1)``
+        A commit is still pending in ``HuffmanLanes``: the writes wait for it to clear.
+    busy : ``Out(1)``
+        A build has started (its first count was taken) and has not committed yet.
+    builds : ``Out(32)``
+        Commits made since reset.
+    """
+
+    def __init__(self, n_symbols: int, max_count: int = fmt.MAX_CHUNK_VALUES,
+                 max_code_len: int = fmt.MAX_CODE_LEN):
+        if not isinstance(max_code_len, int) or not 1 <= max_code_len <= 16:
+            raise ValueError(f"max_code_len must be an integer in [1, 16], not {max_code_len!r}")
+        if not isinstance(n_symbols, int) or not 2 <= n_symbols <= 1 << max_code_len:
+            raise ValueError(f"n_symbols must be an integer in [2, 2**max_code_len], not "
+                             f"{n_symbols!r}")
+        if not isinstance(max_count, int) or max_count < 1:
+            raise ValueError(f"max_count must be a positive integer, not {max_count!r}")
+        self.n_symbols, self.max_count, self.max_code_len = n_symbols, max_count, max_code_len
+        self.symbol_width = (n_symbols - 1).bit_length()
+        self.count_width = max_count.bit_length()
+        self.weight_width = (max_count + 1).bit_length()
+        self.node_width = (max_count + n_symbols).bit_length()  # the root's weight
+        self.digits = -(-self.weight_width // DIGIT_BITS)
+        self.max_depth = max_huffman_depth(max_count + n_symbols, n_symbols)
+        super().__init__({
+            "i": In(stream.Signature(unsigned(self.count_width))),
+            "cb_addr": Out(self.symbol_width),
+            "cb_data": Out(max_code_len + LENGTH_BITS),
+            "cb_we": Out(1),
+            "cb_commit": Out(1),
+            "cb_pending": In(1),
+            "busy": Out(1),
+            "builds": Out(32),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n, sw, ww = self.n_symbols, self.symbol_width, self.weight_width
+        max_len, max_depth = self.max_code_len, self.max_depth
+        buckets = 1 << DIGIT_BITS
+        pos_width = n.bit_length()  # offsets 0 .. n
+        depth_width = max_depth.bit_length()
+
+        def memory(name, shape, depth):
+            mem = Memory(shape=shape, depth=depth, init=[])
+            m.submodules[name] = mem
+            wp = mem.write_port()
+            return mem.read_port(transparent_for=(wp,)), wp
+
+        # (symbol, weight) in symbol order, then ping-ponged by the radix passes.
+        elem = [memory(f"order{k}", unsigned(sw + ww), n) for k in range(2)]
+        counters = [memory(f"buckets{d}", unsigned(pos_width), buckets)
+                    for d in range(self.digits)]
+        node_rp, node_wp = memory("nodes", unsigned(self.node_width), max(n - 1, 2))
+        parent_rp, parent_wp = memory("parents", unsigned(sw), 2 * n - 2)
+        depth_rp, depth_wp = memory("depths", unsigned(depth_width), 2 * n - 1)
+        length_rp, length_wp = memory("lengths", unsigned(LENGTH_BITS), n)
+
+        def unpack(word):
+            return word[:sw], word[sw:]  # symbol, weight
+
+        def bucket(weight, digit):
+            return ~weight[digit * DIGIT_BITS:][:DIGIT_BITS] & (buckets - 1)
+
+        # -- shared state -------------------------------------------------------------------
+        idx = Signal(range(2 * n + buckets + 4))  # the item a phase issues next
+        pipe = Signal(3)  # valid bits of a phase's pipeline stages (1, 2, 3 clocks on)
+        weight_or = Signal(ww)  # OR of all weights: its bit length is the largest's
+        passes = Signal(range(self.digits + 1))
+        digit = Signal(range(self.digits))
+        src = Signal()  # the order memory a pass reads (the other is written)
+        clearing = Signal(init=1)  # bucket counters are being zeroed (also after reset)
+        clear_addr = Signal(range(buckets))
+        # Leaves per depth (bl_count); at least up to max_len, which the codes read.
+        bl = [Signal(pos_width, name=f"bl{k}") for k in range(max(max_depth, max_len) + 1)]
+        cum = [Signal(pos_width, name=f"cum{k}") for k in range(max_len + 1)]
+        next_code = [Signal(max_len + 1, name=f"next_code{k}") for k in range(max_len + 1)]
+
+        with m.If(clearing):
+            for _, wp in counters:
+                m.d.comb += [wp.addr.eq(clear_addr), wp.data.eq(0), wp.en.eq(1)]
+            m.d.sync += clear_addr.eq(clear_addr + 1)
+            with m.If(clear_addr == buckets - 1):
+                m.d.sync += clearing.eq(0)
+
+        # Pipeline registers shared by the phases (each phase uses the ones it needs).
+        s1_idx, s2_idx = Signal.like(idx), Signal.like(idx)
+        s1_bucket = Signal(DIGIT_BITS)
+        s2_elem = Signal(sw + ww)
+        s2_parent = Signal(sw)
+        m.d.sync += [s1_idx.eq(idx), s2_idx.eq(s1_idx)]
+
+        m.d.comb += self.busy.eq(0)
+        with m.FSM(name="phase"):
+            # -- load -----------------------------------------------------------------------
+            with m.State("LOAD"):
+                take = self.i.valid & ~clearing
+                m.d.comb += [self.i.ready.eq(~clearing), self.busy.eq(idx != 0)]
+                weight = Signal(ww)
+                m.d.comb += weight.eq(self.i.payload + 1)
+                wp = elem[0][1]
+                m.d.comb += [wp.addr.eq(idx), wp.data.eq(Cat(idx[:sw], weight)), wp.en.eq(take)]
+                loaded = Signal(ww)  # the weight whose buckets are incremented next clock
+                m.d.sync += [pipe[0].eq(take), loaded.eq(weight)]
+                for d in range(self.digits):
+                    rp, cwp = counters[d]
+                    m.d.comb += rp.addr.eq(bucket(weight, d))
+                    with m.If(pipe[0]):  # read last clock, +1 now (transparent reads)
+                        m.d.comb += [cwp.addr.eq(bucket(loaded, d)), cwp.data.eq(rp.data + 1),
+                                     cwp.en.eq(1)]
+                with m.If(take):
+                    m.d.sync += [idx.eq(idx + 1), weight_or.eq(Mux(idx == 0, 0, weight_or)
+                                                               | weight)]
+                    with m.If(idx == n - 1):
+                        m.next = "LOADED"
+
+            with m.State("LOADED"):  # the last count's bucket update (pipe[0])
+                m.d.comb += self.busy.eq(1)
+                for d in range(self.digits):
+                    rp, cwp = counters[d]
+                    m.d.comb += [cwp.addr.eq(bucket(loaded, d)), cwp.data.eq(rp.data + 1),
+                                 cwp.en.eq(pipe[0])]
+                m.d.sync += [pipe.eq(0), idx.eq(0), digit.eq(0), src.eq(0)]
+                # passes = ceil(bit_length(largest weight) / DIGIT_BITS), at least 1
+                m.d.sync += passes.eq(1)
+                for p in range(2, self.digits + 1):
+                    with m.If((weight_or >> (DIGIT_BITS * (p - 1))) != 0):
+                        m.d.sync += passes.eq(p)
+                m.next = "PREFIX"
+
+            # -- radix sort: counts to start offsets, then scatter ----------------------------
+            with m.State("PREFIX"):
+                m.d.comb += self.busy.eq(1)
+                running = Signal(pos_width)
+                issue = idx < buckets
+                with m.Switch(digit):
+                    for d in range(self.digits):
+                        with m.Case(d):
+                            rp, cwp = counters[d]
+                            m.d.comb += [rp.addr.eq(idx), cwp.addr.eq(s1_idx),
+                                         cwp.data.eq(running), cwp.en.eq(pipe[0])]
+                            with m.If(pipe[0]):
+                                m.d.sync += running.eq(running + rp.data)
+                m.d.sync += [pipe[0].eq(issue), idx.eq(idx + issue)]
+                with m.If(~issue & ~pipe[0]):
+                    m.d.sync += [idx.eq(0), running.eq(0), pipe.eq(0)]
+                    m.next = "SCATTER"
+
+            with m.State("SCATTER"):
+                m.d.comb += self.busy.eq(1)
+                issue = idx < n
+                # 0: read the source slot; 1: read the bucket's offset; 2: write both.
+                src_word = Mux(src, elem[1][0].data, elem[0][0].data)
+                m.d.comb += [elem[0][0].addr.eq(idx), elem[1][0].addr.eq(idx)]
+                m.d.sync += s2_elem.eq(src_word)
+                with m.Switch(digit):
+                    for d in range(self.digits):
+                        with m.Case(d):
+                            rp, cwp = counters[d]
+                            _, w1 = unpack(src_word)
+                            b1 = bucket(w1, d)
+                            m.d.comb += rp.addr.eq(b1)
+                            m.d.sync += s1_bucket.eq(b1)
+                            m.d.comb += [cwp.addr.eq(s1_bucket), cwp.data.eq(rp.data + 1),
+                                         cwp.en.eq(pipe[1])]
+                            for k in range(2):
+                                dst_wp = elem[k][1]
+                                with m.If(src != k):
+                                    m.d.comb += [dst_wp.addr.eq(rp.data), dst_wp.data.eq(s2_elem),
+                                                 dst_wp.en.eq(pipe[1])]
+                m.d.sync += [pipe.eq(Cat(issue, pipe[0], pipe[1])), idx.eq(idx + issue)]
+                with m.If(~issue & (pipe[:2] == 0)):
+                    m.d.sync += [idx.eq(0), pipe.eq(0), src.eq(~src), digit.eq(digit + 1)]
+                    with m.If(digit + 1 == passes):
+                        m.d.sync += clearing.eq(1)  # the counters are free: zero them now
+                        m.next = "MERGE_START"
+                    with m.Else():
+                        m.next = "PREFIX"
+
+            # -- Huffman merge --------------------------------------------------------------
+            leaf = Signal(range(n + 1))  # leaves taken (ascending order)
+            node = Signal(range(n))  # internal nodes taken
+            made = Signal(range(n))  # internal nodes made
+            second = Signal()  # the next take is the second of its node
+            remaining = Signal(range(2 * n - 1))  # parents the depth pass has still to read
+            first_w = Signal(self.node_width)
+            sorted_rp = [elem[k][0] for k in range(2)]
+
+            def read_leaf(ascending):
+                for rp in sorted_rp:
+                    m.d.comb += rp.addr.eq(n - 1 - ascending)
+
+            with m.State("MERGE_START"):
+                m.d.comb += self.busy.eq(1)
+                read_leaf(0)
+                m.d.comb += node_rp.addr.eq(0)
+                m.d.sync += [leaf.eq(0), node.eq(0), made.eq(0), second.eq(0)]
+                m.next = "MERGE"
+
+            with m.State("MERGE"):
+                m.d.comb += self.busy.eq(1)
+                _, leaf_w = unpack(Mux(src, sorted_rp[1].data, sorted_rp[0].data))
+                node_w = node_rp.data
+                take_leaf = (leaf < n) & ((node == made) | (leaf_w <= node_w))
+                taken_w = Mux(take_leaf, leaf_w, node_w)
+                read_leaf(leaf + take_leaf)
+                m.d.comb += [
+                    node_rp.addr.eq(node + ~take_leaf),
+                    parent_wp.addr.eq(Mux(take_leaf, leaf, n + node)),
+                    parent_wp.data.eq(made),
+                    parent_wp.en.eq(1),
+                    node_wp.addr.eq(made),
+                    node_wp.data.eq(first_w + taken_w),
+                    node_wp.en.eq(second),
+                ]
+                m.d.sync += [leaf.eq(leaf + take_leaf), node.eq(node + ~take_leaf),
+                             second.eq(~second), first_w.eq(taken_w)]
+                with m.If(second):
+                    m.d.sync += made.eq(made + 1)
+                    with m.If(made == n - 2):
+                        m.d.sync += [idx.eq(2 * n - 3), remaining.eq(2 * n - 2), pipe.eq(0)]
+                        m.d.sync += [b.eq(0) for b in bl]
+                        m.next = "DEPTH"
+
+            # -- depths, backwards over the parents -------------------------------------------
+            with m.State("DEPTH"):
+                m.d.comb += self.busy.eq(1)
+                issuing = remaining != 0
+                m.d.comb += parent_rp.addr.eq(idx)
+                m.d.sync += s2_parent.eq(parent_rp.data)
+                m.d.comb += depth_rp.addr.eq(n + parent_rp.data)
+                depth = Signal(depth_width)
+                m.d.comb += depth.eq(Mux(s2_parent == n - 2, 1, depth_rp.data + 1))
+                m.d.comb += [depth_wp.addr.eq(s2_idx), depth_wp.data.eq(depth),
+                             depth_wp.en.eq(pipe[1])]
+                with m.If(pipe[1] & (s2_idx < n)):
+                    with m.Switch(depth):
+                        for k in range(1, max_depth + 1):
+                            with m.Case(k):
+                                m.d.sync += bl[k].eq(bl[k] + 1)
+                m.d.sync += [pipe.eq(Cat(issuing, pipe[0])), idx.eq(idx - issuing),
+                             remaining.eq(remaining - issuing)]
+                with m.If(~issuing & (pipe[:2] == 0)):
+                    m.next = "LIMIT"
+
+            # -- JPEG K.3 limit --------------------------------------------------------------
+            level = Signal(range(max_depth + 1), init=max_depth)
+            with m.State("LIMIT"):
+                m.d.comb += self.busy.eq(1)
+                here = Signal(pos_width)
+                with m.Switch(level):
+                    for k in range(max_depth + 1):
+                        with m.Case(k):
+                            m.d.comb += here.eq(bl[k])
+                # The nearest non-empty level at least two above ``level``.
+                shorter = Signal(range(max_depth + 1))
+                for k in range(max_depth + 1):
+                    with m.If((bl[k] != 0) & (k + 2 <= level)):
+                        m.d.comb += shorter.eq(k)
+                with m.If(level <= max_len):
+                    m.d.sync += [idx.eq(1), cum[0].eq(0), next_code[0].eq(0)]
+                    m.next = "CUMULATE"
+                with m.Elif(here == 0):
+                    m.d.sync += level.eq(level - 1)
+                with m.Else():
+                    for k in range(max_depth + 1):
+                        delta = (Mux(level == k, -2, 0) + Mux(level == k + 1, 1, 0)
+                                 + Mux(shorter + 1 == k, 2, 0) + Mux(shorter == k, -1, 0))
+                        m.d.sync += bl[k].eq(bl[k] + delta)
+
+            # -- first code and cumulative count per length ---------------------------------
+            with m.State("CUMULATE"):
+                m.d.comb += self.busy.eq(1)
+                for k in range(1, max_len + 1):
+                    with m.If(idx == k):
+                        m.d.sync += [
+                            next_code[k].eq((next_code[k - 1] + bl[k - 1]) << 1),
+                            cum[k].eq(cum[k - 1] + bl[k]),
+                        ]
+                m.d.sync += idx.eq(idx + 1)
+                with m.If(idx == max_len):
+                    m.d.sync += [idx.eq(0), pipe.eq(0), level.eq(max_depth)]
+                    m.next = "HANDOUT"
+
+            # -- lengths in hand-out order -------------------------------------------------------
+            with m.State("HANDOUT"):
+                m.d.comb += self.busy.eq(1)
+                issue = idx < n
+                for rp in sorted_rp:
+                    m.d.comb += rp.addr.eq(idx)
+                sym, _ = unpack(Mux(src, sorted_rp[1].data, sorted_rp[0].data))
+                above = Signal(max_len)  # rank >= cum[k], compared a clock ahead
+                m.d.sync += above.eq(Cat(idx >= cum[k] for k in range(1, max_len + 1)))
+                length = Signal(LENGTH_BITS)
+                m.d.comb += length.eq(1 + sum(above[k] for k in range(max_len - 1)))
+                m.d.comb += [length_wp.addr.eq(sym), length_wp.data.eq(length),
+                             length_wp.en.eq(pipe[0])]
+                m.d.sync += [pipe[0].eq(issue), idx.eq(idx + issue)]
+                with m.If(~issue & ~pipe[0]):
+                    m.d.sync += [idx.eq(0), pipe.eq(0)]
+                    m.next = "WAIT_COMMIT"
+
+            # -- codes, written like host CB_DATA writes, then the commit ------------------
+            with m.State("WAIT_COMMIT"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(~self.cb_pending):
+                    m.next = "CODES"
+
+            with m.State("CODES"):
+                m.d.comb += self.busy.eq(1)
+                issue = idx < n
+                m.d.comb += length_rp.addr.eq(idx)
+                length = length_rp.data
+                code = Signal(max_len + 1)
+                with m.Switch(length):
+                    for k in range(1, max_len + 1):
+                        with m.Case(k):
+                            m.d.comb += code.eq(next_code[k])
+                            with m.If(pipe[0]):
+                                m.d.sync += next_code[k].eq(next_code[k] + 1)
+                m.d.sync += [
+                    self.cb_addr.eq(s1_idx),
+                    self.cb_data.eq(Cat(code[:max_len], length)),
+                    self.cb_we.eq(pipe[0]),
+                    pipe[0].eq(issue),
+                    idx.eq(idx + issue),
+                ]
+                with m.If(~issue & ~pipe[0]):
+                    m.d.sync += [self.cb_commit.eq(1), idx.eq(0), pipe.eq(0),
+                                 self.builds.eq(self.builds + 1)]
+                    m.next = "COMMITTED"
+
+            with m.State("COMMITTED"):
+                m.d.sync += [self.cb_commit.eq(0), self.cb_we.eq(0)]
+                m.next = "LOAD"
+
+        return m
