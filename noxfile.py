@@ -61,6 +61,14 @@ def fixed_ratio(session: nox.Session) -> None:
 
 
 @nox.session(python=PYTHON)
+def construction(session: nox.Session) -> None:
+    """Codebook construction, full build against rank reassignment, on the real fields
+    (bench/construction.md; the decision is in docs/adaptation.md)."""
+    session.install("-e", ".[data]")
+    session.run("python", "bench/construction.py", *session.posargs)
+
+
+@nox.session(python=PYTHON)
 def train(session: nox.Session) -> None:
     """Rebuild the offline codebook data from the real training fields."""
     session.install("-e", ".[data]")
