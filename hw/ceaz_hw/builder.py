@@ -16,10 +16,10 @@ after another, each phase a short pipeline that handles one item per clock:
     (the multiset of leaf depths depends on the weights alone, not on which of two equal
     weights comes first). So one sort serves both, with no second sort and no group walk.
 ``merge``
-    The two-queue Huffman merge, one take per clock: the next leaf (ascending) against the
-    oldest unused internal node, a leaf winning ties. Both heads are read one clock ahead;
-    the node queue's read port is transparent to its write port for the node just made.
-    Every take records its parent.
+    The two-queue Huffman merge, one take per two clocks: the next leaf (ascending) against
+    the oldest unused internal node, a leaf winning ties. Both heads are read ahead; the node
+    queue's read port is transparent to its write port for the node just made. Every take
+    records its parent.
 ``depth``
     Backwards over the parent array (a parent always comes after its children): depth =
     parent's depth + 1, leaves counted per depth in registers.
@@ -282,6 +282,10 @@ class CodebookBuilder(wiring.Component):
             second = Signal()  # the next take is the second of its node
             remaining = Signal(range(2 * n - 1))  # parents the depth pass has still to read
             first_w = Signal(self.node_width)
+            fetch = Signal()  # the merge's second clock of a take
+            take_leaf_r = Signal()
+            taken_w_r = Signal(self.node_width)
+            item_r = Signal(range(2 * n - 1))
             sorted_rp = [elem[k][0] for k in range(2)]
 
             def read_leaf(ascending):
@@ -292,33 +296,46 @@ class CodebookBuilder(wiring.Component):
                 m.d.comb += self.busy.eq(1)
                 read_leaf(0)
                 m.d.comb += node_rp.addr.eq(0)
-                m.d.sync += [leaf.eq(0), node.eq(0), made.eq(0), second.eq(0)]
+                m.d.sync += [leaf.eq(0), node.eq(0), made.eq(0), second.eq(0), fetch.eq(0)]
                 m.next = "MERGE"
 
+            # Two clocks per take: ``decide`` compares the heads the read ports show and
+            # registers the choice; ``fetch`` records the parent, makes the node after its
+            # second take and addresses the next heads from registers alone, so no path runs
+            # from a memory's output through the comparison to a memory's address.
             with m.State("MERGE"):
                 m.d.comb += self.busy.eq(1)
-                _, leaf_w = unpack(Mux(src, sorted_rp[1].data, sorted_rp[0].data))
-                node_w = node_rp.data
-                take_leaf = (leaf < n) & ((node == made) | (leaf_w <= node_w))
-                taken_w = Mux(take_leaf, leaf_w, node_w)
-                read_leaf(leaf + take_leaf)
-                m.d.comb += [
-                    node_rp.addr.eq(node + ~take_leaf),
-                    parent_wp.addr.eq(Mux(take_leaf, leaf, n + node)),
-                    parent_wp.data.eq(made),
-                    parent_wp.en.eq(1),
-                    node_wp.addr.eq(made),
-                    node_wp.data.eq(first_w + taken_w),
-                    node_wp.en.eq(second),
-                ]
-                m.d.sync += [leaf.eq(leaf + take_leaf), node.eq(node + ~take_leaf),
-                             second.eq(~second), first_w.eq(taken_w)]
-                with m.If(second):
-                    m.d.sync += made.eq(made + 1)
-                    with m.If(made == n - 2):
-                        m.d.sync += [idx.eq(2 * n - 3), remaining.eq(2 * n - 2), pipe.eq(0)]
-                        m.d.sync += [b.eq(0) for b in bl]
-                        m.next = "DEPTH"
+                m.d.sync += fetch.eq(~fetch)
+                with m.If(~fetch):
+                    _, leaf_w = unpack(Mux(src, sorted_rp[1].data, sorted_rp[0].data))
+                    node_w = node_rp.data
+                    take_leaf = (leaf < n) & ((node == made) | (leaf_w <= node_w))
+                    m.d.sync += [
+                        take_leaf_r.eq(take_leaf),
+                        taken_w_r.eq(Mux(take_leaf, leaf_w, node_w)),
+                        item_r.eq(Mux(take_leaf, leaf, n + node)),
+                        leaf.eq(leaf + take_leaf),
+                        node.eq(node + ~take_leaf),
+                    ]
+                with m.Else():
+                    read_leaf(leaf)
+                    m.d.comb += [
+                        node_rp.addr.eq(node),
+                        parent_wp.addr.eq(item_r),
+                        parent_wp.data.eq(made),
+                        parent_wp.en.eq(1),
+                        node_wp.addr.eq(made),
+                        node_wp.data.eq(first_w + taken_w_r),
+                        node_wp.en.eq(second),
+                    ]
+                    m.d.sync += [second.eq(~second), first_w.eq(taken_w_r)]
+                    with m.If(second):
+                        m.d.sync += made.eq(made + 1)
+                        with m.If(made == n - 2):
+                            m.d.sync += [idx.eq(2 * n - 3), remaining.eq(2 * n - 2),
+                                         pipe.eq(0)]
+                            m.d.sync += [b.eq(0) for b in bl]
+                            m.next = "DEPTH"
 
             # -- depths, backwards over the parents -------------------------------------------
             with m.State("DEPTH"):
