@@ -8,7 +8,7 @@ after another, each phase a short pipeline that handles one item per clock:
 ``load``
     Counts arrive in symbol order (``i``, one per clock). Each is stored as (symbol,
     weight = count + 1) and counted into every radix digit's buckets at once.
-``prefix`` / ``scatter``, once per 10-bit digit the largest weight has
+``prefix``, then ``scatter`` once per 10-bit digit the largest weight has
     A stable LSD radix sort into (weight descending, symbol ascending) order: bucket counts
     become start offsets, then every element moves to its bucket's next slot. Sorting on the
     complemented digit gives the descending order, which is the *hand-out* order of the
@@ -24,8 +24,9 @@ after another, each phase a short pipeline that handles one item per clock:
     Backwards over the parent array (a parent always comes after its children): depth =
     parent's depth + 1, leaves counted per depth in registers.
 ``limit``
-    JPEG Annex K.3 on the depth counters, one move per clock (the nearest non-empty
-    shorter level is a priority encoder).
+    JPEG Annex K.3 on the depth counters, one move per clock; the nearest non-empty
+    shorter level is searched (a priority encoder, one clock) only when it is not simply the
+    level above the last one.
 ``cumulate``
     Per length: the first canonical code, and how many symbols get that length or less.
 ``hand-out``
@@ -227,21 +228,18 @@ class CodebookBuilder(wiring.Component):
                 m.next = "PREFIX"
 
             # -- radix sort: counts to start offsets, then scatter ----------------------------
-            with m.State("PREFIX"):
+            with m.State("PREFIX"):  # every digit's counters at once: they are independent
                 m.d.comb += self.busy.eq(1)
-                running = Signal(pos_width)
                 issue = idx < buckets
-                with m.Switch(digit):
-                    for d in range(self.digits):
-                        with m.Case(d):
-                            rp, cwp = counters[d]
-                            m.d.comb += [rp.addr.eq(idx), cwp.addr.eq(s1_idx),
-                                         cwp.data.eq(running), cwp.en.eq(pipe[0])]
-                            with m.If(pipe[0]):
-                                m.d.sync += running.eq(running + rp.data)
+                running = [Signal(pos_width, name=f"running{d}") for d in range(self.digits)]
+                for (rp, cwp), run in zip(counters, running, strict=True):
+                    m.d.comb += [rp.addr.eq(idx), cwp.addr.eq(s1_idx), cwp.data.eq(run),
+                                 cwp.en.eq(pipe[0])]
+                    with m.If(pipe[0]):
+                        m.d.sync += run.eq(run + rp.data)
                 m.d.sync += [pipe[0].eq(issue), idx.eq(idx + issue)]
                 with m.If(~issue & ~pipe[0]):
-                    m.d.sync += [idx.eq(0), running.eq(0), pipe.eq(0)]
+                    m.d.sync += [idx.eq(0), pipe.eq(0)] + [run.eq(0) for run in running]
                     m.next = "SCATTER"
 
             with m.State("SCATTER"):
@@ -273,7 +271,7 @@ class CodebookBuilder(wiring.Component):
                         m.d.sync += clearing.eq(1)  # the counters are free: zero them now
                         m.next = "MERGE_START"
                     with m.Else():
-                        m.next = "PREFIX"
+                        m.next = "SCATTER"
 
             # -- Huffman merge --------------------------------------------------------------
             leaf = Signal(range(n + 1))  # leaves taken (ascending order)
@@ -359,29 +357,42 @@ class CodebookBuilder(wiring.Component):
                     m.next = "LIMIT"
 
             # -- JPEG K.3 limit --------------------------------------------------------------
-            level = Signal(range(max_depth + 1), init=max_depth)
+            level = Signal(range(len(bl)), init=max_depth)
+            shorter = Signal(range(len(bl)))
+            found = Signal()  # ``shorter`` holds the level the next move takes a leaf from
             with m.State("LIMIT"):
+                # A move at (level, shorter) registered by a search clock; after it, the next
+                # shorter level is known without a search while the move stays on ``level``
+                # and the level above ``shorter`` is still at least two above ``level``.
                 m.d.comb += self.busy.eq(1)
                 here = Signal(pos_width)
                 with m.Switch(level):
-                    for k in range(max_depth + 1):
+                    for k in range(len(bl)):
                         with m.Case(k):
                             m.d.comb += here.eq(bl[k])
-                # The nearest non-empty level at least two above ``level``.
-                shorter = Signal(range(max_depth + 1))
-                for k in range(max_depth + 1):
-                    with m.If((bl[k] != 0) & (k + 2 <= level)):
-                        m.d.comb += shorter.eq(k)
-                with m.If(level <= max_len):
-                    m.d.sync += [idx.eq(1), cum[0].eq(0), next_code[0].eq(0)]
-                    m.next = "CUMULATE"
-                with m.Elif(here == 0):
-                    m.d.sync += level.eq(level - 1)
+                with m.If(~found):
+                    with m.If(level <= max_len):
+                        m.d.sync += [idx.eq(1), cum[0].eq(0), next_code[0].eq(0)]
+                        m.next = "CUMULATE"
+                    with m.Elif(here == 0):
+                        m.d.sync += level.eq(level - 1)
+                    with m.Else():  # search: the nearest non-empty level two or more above
+                        for k in range(len(bl)):
+                            with m.If((bl[k] != 0) & (k + 2 <= level)):
+                                m.d.sync += shorter.eq(k)
+                        m.d.sync += found.eq(1)
                 with m.Else():
-                    for k in range(max_depth + 1):
+                    for k in range(len(bl)):
                         delta = (Mux(level == k, -2, 0) + Mux(level == k + 1, 1, 0)
                                  + Mux(shorter + 1 == k, 2, 0) + Mux(shorter == k, -1, 0))
                         m.d.sync += bl[k].eq(bl[k] + delta)
+                    with m.If(here > 2):
+                        with m.If(shorter + 3 <= level):
+                            m.d.sync += shorter.eq(shorter + 1)
+                        with m.Else():
+                            m.d.sync += found.eq(0)
+                    with m.Else():
+                        m.d.sync += [level.eq(level - 1), found.eq(0)]
 
             # -- first code and cumulative count per length ---------------------------------
             with m.State("CUMULATE"):
