@@ -171,18 +171,40 @@ def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, s
          f"read_verilog {verilog_path.name}; synth_ecp5 -top {design} -json {netlist}"],
         work / "yosys.log", work, timeout)
     # --timing-allow-fail: the point is to measure Fmax, not to pass a target.
-    nextpnr_time = _run(
-        [_tool(NEXTPNR), *DEVICE_ARGS, "--out-of-context", "--freq", str(freq),
-         "--seed", str(seed), "--timing-allow-fail", "--json", netlist,
-         "--report", "report.json"],
-        work / "nextpnr.log", work, timeout)
-    report = json.loads((work / "report.json").read_text())
     params = dataclasses.asdict(config)
     params.pop("name")
     row = {"design": design, "config": config.name, **params, "seed": seed}
-    row.update(summarise(report, config))
+    started = time.monotonic()
+    try:
+        nextpnr_time = _run(
+            [_tool(NEXTPNR), *DEVICE_ARGS, "--out-of-context", "--freq", str(freq),
+             "--seed", str(seed), "--timing-allow-fail", "--json", netlist,
+             "--report", "report.json"],
+            work / "nextpnr.log", work, timeout)
+    except FlowError:
+        resources = device_utilisation((work / "nextpnr.log").read_text())
+        if not any(r["used"] > r["available"] for r in resources.values()):
+            raise
+        # Too large for the device: the row says so, with what it would need.
+        row.update({"resources": resources, "fmax_mhz": None, "gbytes_per_s": None,
+                    "fits": False, "critical_path": {}})
+        nextpnr_time = time.monotonic() - started
+    else:
+        report = json.loads((work / "report.json").read_text())
+        row.update(summarise(report, config))
     row["seconds"] = {"yosys": round(yosys_time, 1), "nextpnr": round(nextpnr_time, 1)}
     return row
+
+
+def device_utilisation(log: str) -> dict:
+    """Used and available cells from nextpnr's "Device utilisation" lines, which it prints
+    before placing, also for a design that will not fit."""
+    resources = {}
+    for cell, label in RESOURCES.items():
+        found = re.search(rf"^Info:\s+{cell}:\s+(\d+)/\s*(\d+)", log, re.MULTILINE)
+        if found:
+            resources[label] = {"used": int(found[1]), "available": int(found[2])}
+    return resources
 
 
 # -- reports ----------------------------------------------------------------------------------
@@ -217,8 +239,11 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
         for label in RESOURCES.values():
             res = row["resources"][label]
             cells.append(f"{res['used']} / {res['available']} ({_percent(res):.1f}%)")
-        cells += [f"{row['fmax_mhz']:.1f}", f"{row['gbytes_per_s']:.3f}",
-                  f"{row['seconds']['yosys']:.0f} + {row['seconds']['nextpnr']:.0f}"]
+        if row.get("fmax_mhz") is None:  # did not fit the device
+            cells += ["does not fit", "-"]
+        else:
+            cells += [f"{row['fmax_mhz']:.1f}", f"{row['gbytes_per_s']:.3f}"]
+        cells.append(f"{row['seconds']['yosys']:.0f} + {row['seconds']['nextpnr']:.0f}")
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Critical paths (RTL lines along the worst path):", ""]
     for row in rows:
@@ -246,7 +271,9 @@ def write_plot(rows: list[dict], path: Path) -> None:
     for design in designs:
         mine = [row for row in rows if row["design"] == design]
         lanes = [row["lanes"] for row in mine]
-        ax_speed.plot(lanes, [row["gbytes_per_s"] for row in mine], "o-", label=design)
+        placed = [row for row in mine if row.get("gbytes_per_s") is not None]
+        ax_speed.plot([row["lanes"] for row in placed], [row["gbytes_per_s"] for row in placed],
+                      "o-", label=design)
         for label in RESOURCES.values():
             ax_res.plot(lanes, [_percent(row["resources"][label]) for row in mine], "o-",
                         label=f"{design} {label}")
@@ -346,11 +373,12 @@ def main(argv: list[str] | None = None) -> int:
         row["command"] = command
         rows.append(row)
         res = row["resources"]
+        speed = ("does not fit the device" if row["fmax_mhz"] is None else
+                 f"Fmax {row['fmax_mhz']:.1f} MHz, {row['gbytes_per_s']:.3f} GB/s")
         print(f"{args.design} {config.name}: "
-              + ", ".join(f"{k} {v['used']}" for k, v in res.items())
-              + f", Fmax {row['fmax_mhz']:.1f} MHz, {row['gbytes_per_s']:.3f} GB/s "
-              f"({row['seconds']['yosys']:.0f} s + {row['seconds']['nextpnr']:.0f} s)",
-              flush=True)
+              + ", ".join(f"{k} {v['used']}/{v['available']}" for k, v in res.items())
+              + f", {speed} ({row['seconds']['yosys']:.0f} s + "
+              f"{row['seconds']['nextpnr']:.0f} s)", flush=True)
         # Written after every configuration, so a long run that is stopped keeps its results.
         write_reports(rows, meta, args.reports)
     if rows:

@@ -120,3 +120,26 @@ def test_one_lane_synthesis_smoke(tmp_path):
     assert row["gbytes_per_s"] == pytest.approx(4 * row["fmax_mhz"] / 1000, abs=1e-3)
     assert "| smoke |" in (reports / "synth.md").read_text()
     assert (reports / "synth.png").stat().st_size > 0
+
+
+def test_a_design_too_large_is_reported_not_lost(tmp_path):
+    """nextpnr stops on a design larger than the device; the report keeps a row saying so,
+    with the cells it would need (from the utilisation nextpnr prints before placing)."""
+    flow = _load("flow")
+    log = ("Info: Device utilisation:\n"
+           "Info: \t          TRELLIS_COMB:  101234/ 83640   121%\n"
+           "Info: \t            TRELLIS_FF:   60000/ 83640    71%\n"
+           "Info: \t                DP16KD:     150/   208    72%\n"
+           "Info: \t            MULT18X18D:     120/   156    76%\n")
+    resources = flow.device_utilisation(log)
+    assert resources["LUT4"] == {"used": 101234, "available": 83640}
+    assert resources["DSP"] == {"used": 120, "available": 156}
+    row = {"design": "top", "config": "lanes16", "lanes": 16, "max_plane": 4096,
+           "resources": resources, "fmax_mhz": None, "gbytes_per_s": None, "fits": False,
+           "critical_path": {}, "seconds": {"yosys": 1.0, "nextpnr": 2.0}, "command": "x"}
+    meta = {"tools": {}, "seed": 1, "freq": 200.0}
+    flow.write_reports([row], meta, tmp_path)
+    table = (tmp_path / "synth.md").read_text()
+    assert "| top | lanes16 | 16 | 4096 | 101234 / 83640 (121.0%)" in table
+    assert "does not fit" in table
+    assert (tmp_path / "synth.png").stat().st_size > 0
