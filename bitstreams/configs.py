@@ -79,9 +79,19 @@ def _quantizer(config: Config):
 
 
 #: Designs the flows can build from a configuration: name -> factory(config) -> Component.
+def _builder(config: Config):
+    # The on-chip codebook builder alone: its cost and clock do not depend on the lanes.
+    from ceaz import format as fmt
+    from ceaz_hw.builder import CodebookBuilder
+
+    return CodebookBuilder(fmt.n_symbols(config.radius), fmt.MAX_CHUNK_VALUES,
+                           config.max_code_len)
+
+
 DESIGNS: dict[str, Callable[[Config], object]] = {
     "top": _compressor,
     "quantizer": _quantizer,
+    "builder": _builder,
 }
 
 

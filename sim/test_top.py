@@ -9,6 +9,7 @@ still streaming and committed before the next one starts (codebook swaps under t
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -30,7 +31,7 @@ from ceaz import codec, datasets, huffman, regmap, tiling
 from ceaz.cardstream import card_output
 from ceaz.chunk import Coding, EncodedChunk, code_chunk
 from ceaz.codec import CodebookSchedule, Settings
-from ceaz.regmap import ERROR, STATUS, by_name
+from ceaz.regmap import CTRL, ERROR, STATUS, by_name
 from ceaz_hw.top import Compressor, word_bits
 
 GOLDEN = Path(__file__).resolve().parent.parent / "tests" / "golden"
@@ -114,14 +115,25 @@ class TB(StreamBench):
         for name, n in zip(("BOX_Z", "BOX_Y", "BOX_X"), shape, strict=True):
             await self.write(name, n)
 
-    async def compress(self, array, eb, mode="rel", settings=None, label="") -> int:
-        """Stream ``array`` through the card chunk by chunk; compare every chunk's output."""
+    async def compress(self, array, eb, mode="rel", settings=None, label="",
+                       on_chip=False) -> int:
+        """Stream ``array`` through the card chunk by chunk; compare every chunk's output.
+
+        ``on_chip``: the card adapts its codebooks itself (ADAPT, lag 2); the host writes the
+        offline book once, after a soft reset that restarts the card's chunk numbering."""
         settings = settings or self.settings
         header = codec.make_header(array, eb, mode, settings)
         coding = Coding(header.qparams, header.radius, header.sync_interval)
         src3 = np.asarray(array, dtype=np.float32).reshape(header.shape3)
         schedule = CodebookSchedule(header.radius, header.adapt_lag)
         await self.wait_status(STATUS.BUSY, 0)
+        if on_chip:
+            assert header.adapt_lag == 2, "the on-chip builder adapts with lag 2"
+            await self.write("CTRL", CTRL.SOFT_RESET)
+            self.book = None
+            await self.wait_status(STATUS.HIST_CLEARING, 0)
+            await self.write("ADAPT", 1)
+            await self.load_book(huffman.offline_lengths(header.radius))
         await self.configure(header)
         expected = []
         receiver = cocotb.start_soon(self._receive(expected, label))
@@ -134,12 +146,21 @@ class TB(StreamBench):
             if box.shape != shape:
                 await self.set_box(box.shape)
                 shape = box.shape
-            if self.book is None or not np.array_equal(self.book, lengths):
+            if on_chip:
+                pass  # the card makes chunk k's book from chunk k-2's histogram itself
+            elif self.book is None or not np.array_equal(self.book, lengths):
                 await self.load_book(lengths)
             expected.append((box.index, card_output(enc, self.word_bits), box.size))
             await self.source.send(AxiStreamFrame(values.tobytes()))
         expected.append(None)
         await receiver
+        if on_chip:  # every histogram but the last's waits for nothing more to be read
+            for _ in range(20_000):
+                if await self.read("ADAPT_READS") >= header.n_chunks:
+                    break
+                await ClockCycles(self.dut.clk, 8)
+            assert await self.read("ADAPT_READS") == header.n_chunks
+            await self.write("ADAPT", 0)
         return header.n_chunks
 
     async def _receive(self, expected: list, label: str) -> None:
@@ -245,6 +266,24 @@ async def top_real_fields(dut):
     for name, planes, eb in cases:
         await tb.compress(real_sample(name, planes), eb, label=f"{name} {eb:g}")
     cocotb.log.info("bit-exact on %d real values", tb.values_compared)
+    _record(tb)
+
+
+@cocotb.test()
+async def top_adapt_on_chip(dut):
+    """On-chip adaptation (ADAPT): the card builds every book after the offline one itself,
+    and its bytes equal the model's with adapt lag 2, under random stalls, for chunks long
+    and short (the short ones make the card wait for its builder)."""
+    tb = TB(dut)
+    tb.set_stalls(SEED + 7)
+    await tb.reset()
+    lag2 = dataclasses.replace(tb.settings, adapt_lag=2)
+    await tb.compress(real_sample("u_wind", 2), 1e-3, settings=lag2, label="u_wind on chip",
+                      on_chip=True)
+    small = dataclasses.replace(lag2, chunk_values=max(tb.lanes, 64))
+    field = real_sample("colpex_pressure", 1)[:, :8, :100]
+    await tb.compress(field, 1e-2, settings=small, label="short chunks on chip", on_chip=True)
+    cocotb.log.info("on-chip adaptation bit-exact on %d values", tb.values_compared)
     _record(tb)
 
 

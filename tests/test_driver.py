@@ -198,3 +198,24 @@ def _compress_on(coder, x) -> bytes:
     buf = io.BytesIO()
     codec.encode_stream(x, buf, 1e-3, "rel", SETTINGS, coder=coder)
     return buf.getvalue()
+
+
+def test_on_chip_adaptation_equals_model(fresh, monkeypatch):
+    """A stream with adapt lag 2 adapts on the card: the host loads the offline book once,
+    the card builds every later book from the histogram two chunks back, and the container
+    is byte for byte the model's. A host-adapted stream after it is the model's again."""
+    settings = codec.Settings(chunk_values=1 << 12, adapt_lag=2)
+    x = _field((6, 90, 120), seed=5)
+    loads = []
+    load = fresh.ip.load_codebook
+    monkeypatch.setattr(fresh.ip, "load_codebook", lambda *a: (loads.append(1), load(*a)))
+    fresh.timeout = 30.0
+    buf = io.BytesIO()
+    header = codec.encode_stream(x, buf, 1e-3, "rel", settings, coder=fresh)
+    assert header.n_chunks > 4
+    assert buf.getvalue() == codec.compress(x, 1e-3, "rel", settings)
+    assert len(loads) == 1, "the host wrote a book besides the offline one"
+    assert fresh.ip.reg("ADAPT_READS") == header.n_chunks
+    monkeypatch.undo()
+    _assert_codes_like_model(fresh, x)
+    assert fresh.ip.reg("ADAPT") == 0

@@ -32,6 +32,7 @@ from ceaz import regmap
 
 from .axi import AXI4LiteSignature, AXI4StreamSignature
 from .beats import LANE_COUNTS, Escape, symbol_bits
+from .builder import CodebookBuilder
 from .histogram import Histogram
 from .huffman import HuffmanLanes
 from .packer import Packer
@@ -117,6 +118,8 @@ class Compressor(wiring.Component):
         hist = pipeline("histogram", Histogram(n_lanes, fmt.n_symbols(self.radius),
                                                fmt.MAX_CHUNK_VALUES))
         pack = pipeline("packer", Packer(n_lanes, self.max_code_len, self.max_sync))
+        build = pipeline("builder", CodebookBuilder(fmt.n_symbols(self.radius),
+                                                    fmt.MAX_CHUNK_VALUES, self.max_code_len))
 
         # A register read waits just long enough for HIST_DATA to follow HIST_ADDR (or its own
         # advance after the previous read): the host reads every count of every chunk.
@@ -223,17 +226,73 @@ class Compressor(wiring.Component):
         wiring.connect(m, quant.o, pred.i)
         wiring.connect(m, pred.o, syms.i)
         # Fork the symbols to the Huffman lanes and the histogram; both take the beat together.
+        # With ADAPT, a beat also waits for the on-chip adaptation (see below).
         src = syms.o
+        adaptation_ok = Signal()
         m.d.comb += [
             huff.i.payload.eq(src.payload),
-            huff.i.valid.eq(src.valid & hist.i.ready),
-            hist.i.valid.eq(src.valid & huff.i.ready),
+            huff.i.valid.eq(src.valid & hist.i.ready & adaptation_ok),
+            hist.i.valid.eq(src.valid & huff.i.ready & adaptation_ok),
             hist.i.payload.last.eq(src.payload.last),
             hist.i.payload.count.eq(src.payload.count),
-            src.ready.eq(huff.i.ready & hist.i.ready),
+            src.ready.eq(huff.i.ready & hist.i.ready & adaptation_ok),
         ]
         for j in range(n_lanes):
             m.d.comb += hist.i.payload.lanes[j].eq(src.payload.lanes[j].sym)
+        fork_taken = src.valid & src.ready
+
+        # -- on-chip adaptation (ADAPT, docs/hardware.md "Codebook builder") ---------------
+        # Chunk k >= 2 is coded with the book of chunk k-2's histogram, whatever the chunk
+        # sizes and the stalls, so that the bytes equal the model's CodebookSchedule(lag=2):
+        # * the reader hands chunk k's counts to the builder once it is idle, and chunk k+1
+        #   may not complete (its last beat waits) until they are read, because completing it
+        #   shows the next bank;
+        # * the builder writes book k only after chunk k+1 has started, so the commit cannot
+        #   reach chunk k+1, and chunk k+2's first beat waits for that commit.
+        # The host loads the offline book for chunks 0 and 1 and restarts the numbering with
+        # a soft reset.
+        adapt = reg["ADAPT"].value[0]
+        n_sym = fmt.n_symbols(self.radius)
+        started = Signal(32)  # chunks whose first beat has entered the Huffman lanes
+        fork_first = Signal(init=1)  # the beat at the fork is a chunk's first
+        reads_done = Signal(32)  # histograms handed to the builder completely
+        reading = Signal()
+        read_addr = Signal(range(n_sym))
+        in_read = Signal(hist.READ_LATENCY)  # counts on their way out of the histogram
+        read_last = Signal(hist.READ_LATENCY)
+        chunk_index = Mux(fork_first, started, started - 1)
+        m.d.comb += adaptation_ok.eq(
+            ~adapt
+            | ((~fork_first | (started < 2) | huff.cb_pending)
+               & (~src.payload.last | (reads_done >= chunk_index))))
+        with m.If(fork_taken):
+            m.d.sync += fork_first.eq(src.payload.last)
+            with m.If(fork_first):
+                m.d.sync += started.eq(started + 1)
+        with m.If(adapt & ~reading & (hist.chunks != reads_done) & build.i.ready
+                  & (in_read == 0)):
+            m.d.sync += [reading.eq(1), read_addr.eq(0)]
+        with m.If(reading):
+            m.d.sync += read_addr.eq(read_addr + 1)
+            with m.If(read_addr == n_sym - 1):
+                m.d.sync += reading.eq(0)
+        m.d.sync += [
+            in_read.eq(Cat(reading, in_read)),
+            read_last.eq(Cat(reading & (read_addr == n_sym - 1), read_last)),
+        ]
+        with m.If(in_read[-1] & read_last[-1]):
+            m.d.sync += reads_done.eq(reads_done + 1)
+        m.d.comb += [
+            build.i.payload.eq(hist.rd_data),
+            build.i.valid.eq(in_read[-1]),
+            # Without ADAPT the builder never writes (a build under way waits for ever, and
+            # the next stream that sets ADAPT starts with a soft reset).
+            build.cb_pending.eq(~adapt | huff.cb_pending | (started < build.builds + 2)),
+        ]
+        with m.If(soft_reset):
+            m.d.sync += [started.eq(0), fork_first.eq(1), reads_done.eq(0), reading.eq(0),
+                         in_read.eq(0)]
+
         wiring.connect(m, huff.o, pack.i)
         o = self.m_axis
         m.d.comb += [
@@ -247,14 +306,17 @@ class Compressor(wiring.Component):
         # -- codebook and histogram access -------------------------------------------------------
         cb_addr = Signal(symbol_bits(self.radius))
         hist_addr = Signal(symbol_bits(self.radius))
+        # The host writes the offline book (before chunk 0), the builder every later one.
         m.d.comb += [
-            huff.cb_addr.eq(cb_addr),
-            huff.cb_data.eq(reg["CB_DATA"].value),
-            huff.cb_we.eq(reg["CB_DATA"].strobe),
-            huff.cb_commit.eq(reg["CB_COMMIT"].strobe & reg["CB_COMMIT"].value[0]),
-            hist.rd_addr.eq(hist_addr),
+            huff.cb_addr.eq(Mux(build.cb_we, build.cb_addr, cb_addr)),
+            huff.cb_data.eq(Mux(build.cb_we, build.cb_data, reg["CB_DATA"].value)),
+            huff.cb_we.eq(reg["CB_DATA"].strobe | build.cb_we),
+            huff.cb_commit.eq((reg["CB_COMMIT"].strobe & reg["CB_COMMIT"].value[0])
+                              | build.cb_commit),
+            hist.rd_addr.eq(Mux(reading, read_addr, hist_addr)),
             reg["HIST_DATA"].value.eq(hist.rd_data),
             reg["HIST_CHUNKS"].value.eq(hist.chunks),
+            reg["ADAPT_READS"].value.eq(reads_done),
         ]
         # CB_DATA writes and HIST_DATA reads walk through the symbols from the last address
         # written, so loading a book or reading a histogram is one bus access per symbol.
@@ -291,13 +353,13 @@ class Compressor(wiring.Component):
         with m.If(soft_reset):
             m.d.sync += [in_flight.eq(0), taken.eq(0), at_start.eq(1)]
         m.d.comb += [
-            reg["STATUS"].value.eq(Cat(busy, huff.cb_pending, error != 0, hist.clearing)),
+            reg["STATUS"].value.eq(Cat(busy, huff.cb_pending, error != 0, hist.clearing,
+                                       build.busy | reading | (in_read != 0))),
             reg["ERROR"].value.eq(error),
             self.irq.eq(error != 0),
         ]
 
         escapes = Signal(range(n_lanes + 1))
-        fork_taken = src.valid & src.ready
         m.d.comb += escapes.eq(sum(
             (src.payload.lanes[j].esc != Escape.NONE) & (j < src.payload.count)
             for j in range(n_lanes)

@@ -106,6 +106,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--fill", default="nan", metavar="VALUE|none", help="fill value coded as one symbol"
     )
     p.add_argument(
+        "--adapt-lag", type=int, choices=(0, 1, 2), default=fmt.DEFAULT_ADAPT_LAG,
+        help="chunk k's codebook comes from chunk k-LAG's histogram (0: the offline book "
+             "only); with 2 the card builds the books on chip",
+    )  # fmt: skip
+    p.add_argument(
         "--backend", choices=BACKENDS, default="model",
         help="what codes the chunks: the CPU model, the simulated card, a PYNQ board, or auto",
     )  # fmt: skip
@@ -261,7 +266,8 @@ def cmd_compress(args: argparse.Namespace) -> int:
         raise ValueError(
             f"--chunk-values must be in [1, {fmt.MAX_CHUNK_VALUES}], got {args.chunk_values!r}"
         )
-    settings = codec.Settings(radius=args.radius, chunk_values=args.chunk_values, fill_value=fill)
+    settings = codec.Settings(radius=args.radius, chunk_values=args.chunk_values, fill_value=fill,
+                              adapt_lag=args.adapt_lag)
     shape = files.parse_shape(args.shape) if args.shape else None
     src = files.open_input(args.input, shape, args.dtype)
     if _same_file(args.input, args.output):

@@ -226,6 +226,9 @@ def encode_stream(
     # A coder with `prefetch` (the card's driver) is told the next chunk before it codes this
     # one, so it can fill its spare DMA buffer while the card works (double buffering).
     prefetch = getattr(coder, "prefetch", None)
+    start_stream = getattr(coder, "start_stream", None)  # the card: on-chip adaptation or not
+    if start_stream is not None:
+        start_stream(header)
     boxes = list(tiling.boxes(header.shape3, header.chunk))
     for i, box in enumerate(boxes):
         values = np.ascontiguousarray(src3[box.slices], dtype=header.dtype)

@@ -6,6 +6,11 @@ The same code drives a board and the simulated card (`ceaz.simcard`): it only us
 codebook, sends the values, receives the card's output (`ceaz.cardstream`) and reads the
 histogram back for the next chunk's codebook (host-side adaptation). Two input buffers
 alternate: while the card compresses one chunk, the host copies the next into the other.
+
+A stream with adapt lag 2 adapts on chip instead (the card's ADAPT mode, docs/hardware.md
+"Codebook builder"): the host writes only the offline book, and the card builds chunk k's
+book from chunk k-2's histogram itself. The host still reads each histogram back, because
+the container records every chunk's code lengths and the host's schedule computes them.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ __all__ = ["VLNV", "CardCoder", "CeazIP"]
 VLNV = "ceaz.dev:ceaz:compressor:1.0"
 #: Default seconds to wait for the card before giving up.
 DEFAULT_TIMEOUT = 30.0
+#: The adapt lag of the card's on-chip codebook builder (a stream with it adapts on chip).
+ON_CHIP_LAG = 2
 
 
 def _f32_bits(value: float) -> int:
@@ -69,6 +76,15 @@ class CeazIP(DefaultIP):
         for code, length in zip(codes.tolist(), np.asarray(lengths).tolist(), strict=True):
             self.write(address, code | length << 16)
         self.set_reg("CB_COMMIT", 1)
+
+    def wait_adapt_reads(self, count: int, timeout: float) -> None:
+        """Wait until the on-chip builder has read ``count`` histograms: until then it may
+        still be reading the one the host wants (they share the histogram's read port)."""
+        deadline = time.monotonic() + timeout
+        while self.reg("ADAPT_READS") < count:
+            if time.monotonic() > deadline:
+                raise DeviceError(f"timed out after {timeout:g} s waiting for the on-chip "
+                                  f"codebook builder to read histogram {count - 1}")
 
     def histogram(self, n_symbols: int) -> np.ndarray:
         """The symbol counts of the last completed chunk."""
@@ -118,6 +134,10 @@ class CardCoder:
         self._next: tuple[np.ndarray, Box] | None = None  # announced by `prefetch`, not copied
         self._staged: Box | None = None  # the chunk already copied into self._in[self._side]
         self._in_flight = False
+        #: On-chip adaptation (adapt lag 2): chunks coded since the soft reset that started
+        #: the stream's numbering on the card, or None when the host adapts.
+        self._adapt_chunk: int | None = None
+        self._adapting = False  # the stream asked for on-chip adaptation
         #: Host seconds spent per phase of `__call__`, summed: configuration and codebook,
         #: copy into the DMA buffer, card (DMA and compression), parse, histogram read-back.
         self.seconds: dict[str, float] = {}
@@ -152,6 +172,22 @@ class CardCoder:
         ip.set_reg("SYNC_INTERVAL", coding.sync_interval)
         self._coding = coding
 
+    def start_stream(self, header) -> None:
+        """Called by `encode_stream` before a stream's first chunk. A stream with adapt lag 2
+        adapts on chip: a soft reset restarts the card's chunk numbering, ADAPT is set, and
+        the first chunk loads the offline book. Other lags adapt on the host."""
+        ip = self.ip
+        ip.wait_status(regmap.STATUS.BUSY, False, self.timeout)
+        self._forget()
+        self._adapting = header.adapt_lag == ON_CHIP_LAG
+        if self._adapting:
+            ip.soft_reset()  # also keeps no half-built book from an earlier stream
+            ip.set_reg("ADAPT", 1)
+            self._adapt_chunk = 0
+        elif ip.reg("ADAPT"):
+            ip.soft_reset()  # the builder may hold a book for a chunk that will not come
+            ip.set_reg("ADAPT", 0)
+
     def _input(self, side: int, n: int):
         buf = self._in[side]
         if buf is None or buf.shape[0] < n:
@@ -180,9 +216,11 @@ class CardCoder:
         self._staged = box
 
     def _forget(self) -> None:
-        """Drop what the coder believes the card holds, so the next chunk writes it all again."""
+        """Drop what the coder believes the card holds, so the next chunk writes it all again.
+        On-chip adaptation cannot be resumed mid-stream: its chunk numbering is lost too."""
         self._coding = self._box_shape = self._book = None
         self._next = self._staged = None
+        self._adapt_chunk = None
 
     def _reset_dma(self) -> None:
         """Drop the transfers in flight: a stale MM2S would feed the old chunk to the card."""
@@ -235,6 +273,21 @@ class CardCoder:
                     pass
             raise
 
+    def _adapted_book(self, lengths: np.ndarray) -> None:
+        """On-chip adaptation: load the offline book for chunk 0; later books are the card's,
+        equal to the host schedule's ``lengths`` (the builder is bit-exact with the model)."""
+        if self._adapt_chunk is None:
+            raise DeviceError("on-chip adaptation lost its place after an error; restart "
+                              "the stream")
+        if self._adapt_chunk < ON_CHIP_LAG:
+            offline = huffman.offline_lengths(self.radius)
+            if not np.array_equal(lengths, offline):
+                raise DeviceError(f"chunk {self._adapt_chunk} of an on-chip adapted stream "
+                                  "must use the offline book")
+            if self._book is None:
+                self.ip.load_codebook(offline, self.timeout)
+        self._book = np.array(lengths, dtype=np.uint8)
+
     def _clock(self):
         """A stopwatch adding the seconds since its last call to `self.seconds[phase]`."""
         last = time.perf_counter()
@@ -260,7 +313,9 @@ class CardCoder:
             for name, n in zip(("BOX_Z", "BOX_Y", "BOX_X"), box.shape, strict=True):
                 ip.set_reg(name, n)
             self._box_shape = box.shape
-        if self._book is None or not np.array_equal(self._book, lengths):
+        if self._adapting:
+            self._adapted_book(lengths)
+        elif self._book is None or not np.array_equal(self._book, lengths):
             ip.load_codebook(lengths, self.timeout)
             self._book = np.array(lengths, dtype=np.uint8)
         clock("box and codebook")
@@ -290,6 +345,9 @@ class CardCoder:
         got = int(self.dma.recvchannel.transferred)
         card = parse_card_output(bytes(dst[:got]), box, coding.sync_interval, self.word_bits)
         clock("parse")
+        if self._adapting:
+            ip.wait_adapt_reads(self._adapt_chunk + 1, self.timeout)
+            self._adapt_chunk += 1
         hist = ip.histogram(2 * self.radius + 2)
         clock("histogram")
         return EncodedChunk(

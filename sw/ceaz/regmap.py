@@ -62,6 +62,8 @@ class STATUS(IntFlag):
     ERROR = 1 << 2
     #: The histogram is clearing a bank; input waits if it needs that bank.
     HIST_CLEARING = 1 << 3
+    #: The on-chip codebook builder is reading a histogram or building a book (ADAPT).
+    BUILDING = 1 << 4
 
 
 class ERROR(IntFlag):
@@ -108,6 +110,8 @@ REGISTERS: tuple[Register, ...] = (
     Register("BOX_Y", 0x064, "RW", "box shape cy", config=True),
     Register("BOX_Z", 0x068, "RW", "box shape cz", config=True),
     Register("SYNC_INTERVAL", 0x06C, "RW", "K, a multiple of N", config=True),
+    Register("ADAPT", 0x070, "RW", "bit 0: codebooks adapt on chip, chunk k >= 2 coded with "
+             "the book of chunk k-2's histogram (adapt lag 2)", config=True),
     # Codebook: entries go to the next bank; COMMIT swaps at the next chunk's first beat.
     Register("CB_ADDR", 0x080, "RW", "symbol written by the next CB_DATA write"),
     Register("CB_DATA", 0x084, "WO", "code in bits 15:0, length in bits 20:16; CB_ADDR += 1"),
@@ -116,6 +120,7 @@ REGISTERS: tuple[Register, ...] = (
     Register("HIST_ADDR", 0x0A0, "RW", "symbol read by the next HIST_DATA read"),
     Register("HIST_DATA", 0x0A4, "RO", "that symbol's count in the last chunk; address += 1"),
     Register("HIST_CHUNKS", 0x0A8, "RO", "chunks completed since reset"),
+    Register("ADAPT_READS", 0x0AC, "RO", "histograms the on-chip builder has read since reset"),
     # Counters since reset, 64 bits each.
     Register("CYCLES_LO", 0x0C0, "RO", "clocks since reset"),
     Register("CYCLES_HI", 0x0C4, "RO", ""),
