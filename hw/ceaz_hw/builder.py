@@ -38,7 +38,8 @@ after another, each phase a short pipeline that handles one item per clock:
     no earlier commit is pending.
 
 Read-modify-write pipelines (bucket counters, offsets, depths) use read ports transparent to
-the write port, so an item sees the write of the item just before it. Hand-written because
+the write port, so an item sees the write of the item just before it; no other table is read
+and written in the same clock. Hand-written because
 it must be bit-exact with ``ceaz.huffman``; ``tests/test_builder_plan.py`` checks the same
 phases in Python and ``sim/test_builder.py`` checks this RTL against the model.
 
@@ -140,19 +141,22 @@ class CodebookBuilder(wiring.Component):
         pos_width = n.bit_length()  # offsets 0 .. n
         depth_width = max_depth.bit_length()
 
-        def memory(name, shape, depth):
+        def memory(name, shape, depth, read_modify_write=False):
+            """A table's read and write port; a read-modify-write pipeline's read port is
+            transparent, so an item sees the write of the item just before it."""
             mem = Memory(shape=shape, depth=depth, init=[])
             m.submodules[name] = mem
             wp = mem.write_port()
-            return mem.read_port(transparent_for=(wp,)), wp
+            return mem.read_port(transparent_for=(wp,) if read_modify_write else ()), wp
 
         # (symbol, weight) in symbol order, then ping-ponged by the radix passes.
         elem = [memory(f"order{k}", unsigned(sw + ww), n) for k in range(2)]
-        counters = [memory(f"buckets{d}", unsigned(pos_width), buckets)
+        counters = [memory(f"buckets{d}", unsigned(pos_width), buckets, read_modify_write=True)
                     for d in range(self.digits)]
         node_rp, node_wp = memory("nodes", unsigned(self.node_width), max(n - 1, 2))
         parent_rp, parent_wp = memory("parents", unsigned(sw), 2 * n - 2)
-        depth_rp, depth_wp = memory("depths", unsigned(depth_width), 2 * n - 1)
+        depth_rp, depth_wp = memory("depths", unsigned(depth_width), 2 * n - 1,
+                                    read_modify_write=True)
         length_rp, length_wp = memory("lengths", unsigned(LENGTH_BITS), n)
 
         def unpack(word):
@@ -280,8 +284,10 @@ class CodebookBuilder(wiring.Component):
             second = Signal()  # the next take is the second of its node
             remaining = Signal(range(2 * n - 1))  # parents the depth pass has still to read
             first_w = Signal(self.node_width)
-            fetch = Signal()  # the merge's second clock of a take
-            take_leaf_r = Signal()
+            capture = Signal()  # the merge's first clock of a take
+            decided = Signal()  # a take has been decided and not yet recorded
+            leaf_h = Signal(ww)  # the heads of both queues, captured from the read ports
+            node_h = Signal(self.node_width)
             taken_w_r = Signal(self.node_width)
             item_r = Signal(range(2 * n - 1))
             sorted_rp = [elem[k][0] for k in range(2)]
@@ -294,46 +300,53 @@ class CodebookBuilder(wiring.Component):
                 m.d.comb += self.busy.eq(1)
                 read_leaf(0)
                 m.d.comb += node_rp.addr.eq(0)
-                m.d.sync += [leaf.eq(0), node.eq(0), made.eq(0), second.eq(0), fetch.eq(0)]
+                m.d.sync += [leaf.eq(0), node.eq(0), made.eq(0), second.eq(0), capture.eq(1),
+                             decided.eq(0)]
                 m.next = "MERGE"
 
-            # Two clocks per take: ``decide`` compares the heads the read ports show and
-            # registers the choice; ``fetch`` records the parent, makes the node after its
-            # second take and addresses the next heads from registers alone, so no path runs
-            # from a memory's output through the comparison to a memory's address.
+            # Two clocks per take. ``capture`` registers the heads the read ports show (the
+            # node just made comes from a bypass: its write lands in this clock) and records
+            # the last take: its parent, and after a node's second take the node. ``decide``
+            # compares the registered heads and addresses the next ones. So a memory's output
+            # only ever reaches a register, and a comparison only a memory's address.
             with m.State("MERGE"):
                 m.d.comb += self.busy.eq(1)
-                m.d.sync += fetch.eq(~fetch)
-                with m.If(~fetch):
+                m.d.sync += capture.eq(~capture)
+                made_w = first_w + taken_w_r  # the node the last take completes, if second
+                with m.If(capture):
                     _, leaf_w = unpack(Mux(src, sorted_rp[1].data, sorted_rp[0].data))
-                    node_w = node_rp.data
-                    take_leaf = (leaf < n) & ((node == made) | (leaf_w <= node_w))
+                    bypass = decided & second & (node == made)
+                    m.d.sync += [leaf_h.eq(leaf_w),
+                                 node_h.eq(Mux(bypass, made_w, node_rp.data)),
+                                 decided.eq(0)]
+                    with m.If(decided):
+                        m.d.comb += [
+                            parent_wp.addr.eq(item_r),
+                            parent_wp.data.eq(made),
+                            parent_wp.en.eq(1),
+                            node_wp.addr.eq(made),
+                            node_wp.data.eq(made_w),
+                            node_wp.en.eq(second),
+                        ]
+                        m.d.sync += [second.eq(~second), first_w.eq(taken_w_r)]
+                        with m.If(second):
+                            m.d.sync += made.eq(made + 1)
+                            with m.If(made == n - 2):
+                                m.d.sync += [idx.eq(2 * n - 3), remaining.eq(2 * n - 2),
+                                             pipe.eq(0)]
+                                m.d.sync += [b.eq(0) for b in bl]
+                                m.next = "DEPTH"
+                with m.Else():
+                    take_leaf = (leaf < n) & ((node == made) | (leaf_h <= node_h))
+                    read_leaf(leaf + take_leaf)
+                    m.d.comb += node_rp.addr.eq(node + ~take_leaf)
                     m.d.sync += [
-                        take_leaf_r.eq(take_leaf),
-                        taken_w_r.eq(Mux(take_leaf, leaf_w, node_w)),
+                        taken_w_r.eq(Mux(take_leaf, leaf_h, node_h)),
                         item_r.eq(Mux(take_leaf, leaf, n + node)),
                         leaf.eq(leaf + take_leaf),
                         node.eq(node + ~take_leaf),
+                        decided.eq(1),
                     ]
-                with m.Else():
-                    read_leaf(leaf)
-                    m.d.comb += [
-                        node_rp.addr.eq(node),
-                        parent_wp.addr.eq(item_r),
-                        parent_wp.data.eq(made),
-                        parent_wp.en.eq(1),
-                        node_wp.addr.eq(made),
-                        node_wp.data.eq(first_w + taken_w_r),
-                        node_wp.en.eq(second),
-                    ]
-                    m.d.sync += [second.eq(~second), first_w.eq(taken_w_r)]
-                    with m.If(second):
-                        m.d.sync += made.eq(made + 1)
-                        with m.If(made == n - 2):
-                            m.d.sync += [idx.eq(2 * n - 3), remaining.eq(2 * n - 2),
-                                         pipe.eq(0)]
-                            m.d.sync += [b.eq(0) for b in bl]
-                            m.next = "DEPTH"
 
             # -- depths, backwards over the parents -------------------------------------------
             with m.State("DEPTH"):
