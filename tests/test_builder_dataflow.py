@@ -48,6 +48,35 @@ def radix_sort(weights: np.ndarray) -> tuple[list[int], int]:
     return order, cycles
 
 
+def leaves_per_depth(ascending_weights: np.ndarray, counters: int) -> list[int]:
+    """The merge and the depth pass as the RTL steps them: parents of internal nodes only,
+    internal nodes counted per depth, then bl[d] = 2 inner[d - 1] - inner[d]."""
+    leaf_w = [int(w) for w in ascending_weights]
+    n = len(leaf_w)
+    node_w: list[int] = []
+    parent = [0] * (n - 1)  # of internal node j; the root (n - 2) has none
+    leaf = node = 0
+    for made in range(n - 1):
+        pair = 0
+        for _ in range(2):
+            if leaf < n and (node == made or leaf_w[leaf] <= node_w[node]):
+                pair += leaf_w[leaf]
+                leaf += 1
+            else:
+                pair += node_w[node]
+                parent[node] = made
+                node += 1
+        node_w.append(pair)
+    depth = [0] * (n - 1)
+    inner = [0] * counters
+    inner[0] = 1
+    for j in range(n - 3, -1, -1):
+        depth[j] = depth[parent[j]] + 1
+        inner[depth[j]] += 1
+    return [0] + [2 * inner[d - 1] - (inner[d] if d < counters else 0)
+                  for d in range(1, counters)]
+
+
 def hand_out(order: list[int], bl_count: list[int], max_len: int) -> np.ndarray:
     """Lengths by symbol: the r-th symbol of the sorted order gets the length whose
     cumulative count first exceeds r (one compare per length, no walk)."""
@@ -108,7 +137,9 @@ def build(hist: np.ndarray, max_len: int = fmt.MAX_CODE_LEN) -> tuple[np.ndarray
     # Leaves ascending by weight = the sorted order backwards (ties in the other symbol order:
     # the depths' multiset depends on the weights only).
     depths = huffman._huffman_depths(weights[descending[::-1]])
-    cycles += 4 * (n - 1) + (2 * n - 2)  # merge (two clocks per take), backward depth pass
+    assert leaves_per_depth(weights[descending[::-1]], DEPTH_COUNTERS) == np.bincount(
+        depths, minlength=DEPTH_COUNTERS).tolist()
+    cycles += 4 * (n - 1) + (n - 2) + 1  # merge (two clocks per take), depths, leaves
     bl_count = np.bincount(depths, minlength=DEPTH_COUNTERS)
     assert len(bl_count) == DEPTH_COUNTERS, "more depth counters needed"
     limited, limit_clocks = k3_limit(bl_count.tolist(), max_len)

@@ -21,8 +21,9 @@ after another, each phase a short pipeline that handles one item per clock:
     queue's read port is transparent to its write port for the node just made. Every take
     records its parent.
 ``depth``
-    Backwards over the parent array (a parent always comes after its children): depth =
-    parent's depth + 1, leaves counted per depth in registers.
+    Backwards over the internal nodes' parents (a parent always comes after its children):
+    depth = parent's depth + 1, internal nodes counted per depth; the leaves per depth
+    follow, as every internal node has two children.
 ``limit``
     JPEG Annex K.3 on the depth counters, one move per clock; the nearest non-empty
     shorter level is searched (a priority encoder, one clock) only when it is not simply the
@@ -154,8 +155,9 @@ class CodebookBuilder(wiring.Component):
         counters = [memory(f"buckets{d}", unsigned(pos_width), buckets, read_modify_write=True)
                     for d in range(self.digits)]
         node_rp, node_wp = memory("nodes", unsigned(self.node_width), max(n - 1, 2))
-        parent_rp, parent_wp = memory("parents", unsigned(sw), 2 * n - 2)
-        depth_rp, depth_wp = memory("depths", unsigned(depth_width), 2 * n - 1,
+        # Parents and depths of the internal nodes (the leaves' follow from them).
+        parent_rp, parent_wp = memory("parents", unsigned(sw), max(n - 1, 2))
+        depth_rp, depth_wp = memory("depths", unsigned(depth_width), max(n - 1, 2),
                                     read_modify_write=True)
         length_rp, length_wp = memory("lengths", unsigned(LENGTH_BITS), n)
 
@@ -176,6 +178,7 @@ class CodebookBuilder(wiring.Component):
         clear_addr = Signal(range(buckets))
         # Leaves per depth (bl_count); at least up to max_len, which the codes read.
         bl = [Signal(pos_width, name=f"bl{k}") for k in range(max(max_depth, max_len) + 1)]
+        inner = [Signal(pos_width, name=f"inner{k}") for k in range(max_depth)]  # per depth
         cum = [Signal(pos_width, name=f"cum{k}") for k in range(max_len + 1)]
         next_code = [Signal(max_len + 1, name=f"next_code{k}") for k in range(max_len + 1)]
 
@@ -282,14 +285,14 @@ class CodebookBuilder(wiring.Component):
             node = Signal(range(n))  # internal nodes taken
             made = Signal(range(n))  # internal nodes made
             second = Signal()  # the next take is the second of its node
-            remaining = Signal(range(2 * n - 1))  # parents the depth pass has still to read
+            remaining = Signal(range(n))  # parents the depth pass has still to read
             first_w = Signal(self.node_width)
             capture = Signal()  # the merge's first clock of a take
             decided = Signal()  # a take has been decided and not yet recorded
             leaf_h = Signal(ww)  # the heads of both queues, captured from the read ports
             node_h = Signal(self.node_width)
             taken_w_r = Signal(self.node_width)
-            item_r = Signal(range(2 * n - 1))
+            node_taken_r = Signal()  # the last take was an internal node
             sorted_rp = [elem[k][0] for k in range(2)]
 
             def read_leaf(ascending):
@@ -321,9 +324,9 @@ class CodebookBuilder(wiring.Component):
                                  decided.eq(0)]
                     with m.If(decided):
                         m.d.comb += [
-                            parent_wp.addr.eq(item_r),
+                            parent_wp.addr.eq(node - 1),  # the node taken, if one was
                             parent_wp.data.eq(made),
-                            parent_wp.en.eq(1),
+                            parent_wp.en.eq(node_taken_r),
                             node_wp.addr.eq(made),
                             node_wp.data.eq(made_w),
                             node_wp.en.eq(second),
@@ -332,9 +335,8 @@ class CodebookBuilder(wiring.Component):
                         with m.If(second):
                             m.d.sync += made.eq(made + 1)
                             with m.If(made == n - 2):
-                                m.d.sync += [idx.eq(2 * n - 3), remaining.eq(2 * n - 2),
-                                             pipe.eq(0)]
-                                m.d.sync += [b.eq(0) for b in bl]
+                                m.d.sync += [idx.eq(n - 3), remaining.eq(n - 2), pipe.eq(0)]
+                                m.d.sync += [inner[0].eq(1)] + [c.eq(0) for c in inner[1:]]
                                 m.next = "DEPTH"
                 with m.Else():
                     take_leaf = (leaf < n) & ((node == made) | (leaf_h <= node_h))
@@ -342,32 +344,43 @@ class CodebookBuilder(wiring.Component):
                     m.d.comb += node_rp.addr.eq(node + ~take_leaf)
                     m.d.sync += [
                         taken_w_r.eq(Mux(take_leaf, leaf_h, node_h)),
-                        item_r.eq(Mux(take_leaf, leaf, n + node)),
+                        node_taken_r.eq(~take_leaf),
                         leaf.eq(leaf + take_leaf),
                         node.eq(node + ~take_leaf),
                         decided.eq(1),
                     ]
 
-            # -- depths, backwards over the parents -------------------------------------------
+            # -- depths of the internal nodes, backwards over their parents --------------------
+            # Every internal node at depth d - 1 has two children at depth d, internal or
+            # leaves, so the leaves per depth follow from the internal nodes per depth:
+            # bl[d] = 2 inner[d - 1] - inner[d]. Half the items of a pass over all nodes.
             with m.State("DEPTH"):
                 m.d.comb += self.busy.eq(1)
                 issuing = remaining != 0
                 m.d.comb += parent_rp.addr.eq(idx)
                 m.d.sync += s2_parent.eq(parent_rp.data)
-                m.d.comb += depth_rp.addr.eq(n + parent_rp.data)
+                m.d.comb += depth_rp.addr.eq(parent_rp.data)
                 depth = Signal(depth_width)
                 m.d.comb += depth.eq(Mux(s2_parent == n - 2, 1, depth_rp.data + 1))
                 m.d.comb += [depth_wp.addr.eq(s2_idx), depth_wp.data.eq(depth),
                              depth_wp.en.eq(pipe[1])]
-                with m.If(pipe[1] & (s2_idx < n)):
+                with m.If(pipe[1]):
                     with m.Switch(depth):
-                        for k in range(1, max_depth + 1):
+                        for k in range(1, len(inner)):
                             with m.Case(k):
-                                m.d.sync += bl[k].eq(bl[k] + 1)
+                                m.d.sync += inner[k].eq(inner[k] + 1)
                 m.d.sync += [pipe.eq(Cat(issuing, pipe[0])), idx.eq(idx - issuing),
                              remaining.eq(remaining - issuing)]
                 with m.If(~issuing & (pipe[:2] == 0)):
-                    m.next = "LIMIT"
+                    m.next = "LEAVES"
+
+            with m.State("LEAVES"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += bl[0].eq(0)
+                for k in range(1, len(bl)):
+                    pair = inner[k - 1] << 1 if k - 1 < len(inner) else 0
+                    m.d.sync += bl[k].eq(pair - (inner[k] if k < len(inner) else 0))
+                m.next = "LIMIT"
 
             # -- JPEG K.3 limit --------------------------------------------------------------
             level = Signal(range(len(bl)), init=max_depth)
