@@ -192,7 +192,7 @@ class CodebookBuilder(wiring.Component):
         # Pipeline registers shared by the phases (each phase uses the ones it needs).
         s1_idx, s2_idx = Signal.like(idx), Signal.like(idx)
         s1_bucket = Signal(DIGIT_BITS)
-        s2_elem = Signal(sw + ww)
+        s1_elem, s2_elem = Signal(sw + ww), Signal(sw + ww)
         s2_parent = Signal(sw)
         m.d.sync += [s1_idx.eq(idx), s2_idx.eq(s1_idx)]
 
@@ -252,27 +252,29 @@ class CodebookBuilder(wiring.Component):
             with m.State("SCATTER"):
                 m.d.comb += self.busy.eq(1)
                 issue = idx < n
-                # 0: read the source slot; 1: read the bucket's offset; 2: write both.
-                src_word = Mux(src, elem[1][0].data, elem[0][0].data)
+                # 0: read the source slot; 1: register it; 2: read its bucket's offset;
+                # 3: write the element there and the offset + 1 back. The register keeps the
+                # table's output off the offset table's address and transparency compare.
                 m.d.comb += [elem[0][0].addr.eq(idx), elem[1][0].addr.eq(idx)]
-                m.d.sync += s2_elem.eq(src_word)
+                m.d.sync += [s1_elem.eq(Mux(src, elem[1][0].data, elem[0][0].data)),
+                             s2_elem.eq(s1_elem)]
                 with m.Switch(digit):
                     for d in range(self.digits):
                         with m.Case(d):
                             rp, cwp = counters[d]
-                            _, w1 = unpack(src_word)
+                            _, w1 = unpack(s1_elem)
                             b1 = bucket(w1, d)
                             m.d.comb += rp.addr.eq(b1)
                             m.d.sync += s1_bucket.eq(b1)
                             m.d.comb += [cwp.addr.eq(s1_bucket), cwp.data.eq(rp.data + 1),
-                                         cwp.en.eq(pipe[1])]
+                                         cwp.en.eq(pipe[2])]
                             for k in range(2):
                                 dst_wp = elem[k][1]
                                 with m.If(src != k):
                                     m.d.comb += [dst_wp.addr.eq(rp.data), dst_wp.data.eq(s2_elem),
-                                                 dst_wp.en.eq(pipe[1])]
-                m.d.sync += [pipe.eq(Cat(issue, pipe[0], pipe[1])), idx.eq(idx + issue)]
-                with m.If(~issue & (pipe[:2] == 0)):
+                                                 dst_wp.en.eq(pipe[2])]
+                m.d.sync += [pipe.eq(Cat(issue, pipe[:2])), idx.eq(idx + issue)]
+                with m.If(~issue & (pipe == 0)):
                     m.d.sync += [idx.eq(0), pipe.eq(0), src.eq(~src), digit.eq(digit + 1)]
                     with m.If(digit + 1 == passes):
                         m.d.sync += clearing.eq(1)  # the counters are free: zero them now
