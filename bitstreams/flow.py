@@ -248,6 +248,9 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
     lines += ["", "Critical paths (RTL lines along the worst path):", ""]
     for row in rows:
         cp = row.get("critical_path") or {}
+        if row.get("fmax_mhz") is None:
+            lines.append(f"- {row['design']} {row['config']}: not placed (does not fit)")
+            continue
         where = ", ".join(cp.get("sources", [])) or "n/a"
         lines.append(f"- {row['design']} {row['config']}: {cp.get('delay_ns', 'n/a')} ns, "
                      f"`{cp.get('from', '?')}` -> `{cp.get('to', '?')}` ({where})")
