@@ -366,14 +366,18 @@ class CodebookBuilder(wiring.Component):
                 m.d.comb += depth.eq(Mux(s2_parent == n - 2, 1, depth_rp.data + 1))
                 m.d.comb += [depth_wp.addr.eq(s2_idx), depth_wp.data.eq(depth),
                              depth_wp.en.eq(pipe[1])]
-                with m.If(pipe[1]):
-                    with m.Switch(depth):
+                # Counted a clock later, from a register: the table's output reaches only
+                # the adder and the write port, not the per-depth counters' decoder.
+                depth_r = Signal(depth_width)
+                m.d.sync += depth_r.eq(depth)
+                with m.If(pipe[2]):
+                    with m.Switch(depth_r):
                         for k in range(1, len(inner)):
                             with m.Case(k):
                                 m.d.sync += inner[k].eq(inner[k] + 1)
-                m.d.sync += [pipe.eq(Cat(issuing, pipe[0])), idx.eq(idx - issuing),
+                m.d.sync += [pipe.eq(Cat(issuing, pipe[:2])), idx.eq(idx - issuing),
                              remaining.eq(remaining - issuing)]
-                with m.If(~issuing & (pipe[:2] == 0)):
+                with m.If(~issuing & (pipe == 0)):
                     m.next = "LEAVES"
 
             with m.State("LEAVES"):
