@@ -294,6 +294,11 @@ class CodebookBuilder(wiring.Component):
             leaf_h = Signal(ww)  # the heads of both queues, captured from the read ports
             node_h = Signal(self.node_width)
             taken_w_r = Signal(self.node_width)
+            leaves_left = Signal()  # registered in capture: leaf < n
+            queue_empty = Signal()  # registered in capture: node == made
+            leaf_addr = Signal(sw)  # the next leaf's address (n - 1 - leaf), and the one after
+            leaf_addr_next = Signal(sw)
+            node_addr_next = Signal(range(n))  # node + 1
             node_taken_r = Signal()  # the last take was an internal node
             sorted_rp = [elem[k][0] for k in range(2)]
 
@@ -321,9 +326,16 @@ class CodebookBuilder(wiring.Component):
                 with m.If(capture):
                     _, leaf_w = unpack(Mux(src, sorted_rp[1].data, sorted_rp[0].data))
                     bypass = decided & second & (node == made)
+                    made_next = made + (decided & second)
                     m.d.sync += [leaf_h.eq(leaf_w),
                                  node_h.eq(Mux(bypass, made_w, node_rp.data)),
-                                 decided.eq(0)]
+                                 decided.eq(0),
+                                 # the decision's flags and both next addresses, ahead of it
+                                 leaves_left.eq(leaf < n),
+                                 queue_empty.eq(node == made_next),
+                                 leaf_addr.eq(n - 1 - leaf),
+                                 leaf_addr_next.eq(n - 2 - leaf),
+                                 node_addr_next.eq(node + 1)]
                     with m.If(decided):
                         m.d.comb += [
                             parent_wp.addr.eq(node - 1),  # the node taken, if one was
@@ -341,9 +353,10 @@ class CodebookBuilder(wiring.Component):
                                 m.d.sync += [inner[0].eq(1)] + [c.eq(0) for c in inner[1:]]
                                 m.next = "DEPTH"
                 with m.Else():
-                    take_leaf = (leaf < n) & ((node == made) | (leaf_h <= node_h))
-                    read_leaf(leaf + take_leaf)
-                    m.d.comb += node_rp.addr.eq(node + ~take_leaf)
+                    take_leaf = leaves_left & (queue_empty | (leaf_h <= node_h))
+                    for rp in sorted_rp:
+                        m.d.comb += rp.addr.eq(Mux(take_leaf, leaf_addr_next, leaf_addr))
+                    m.d.comb += node_rp.addr.eq(Mux(take_leaf, node, node_addr_next))
                     m.d.sync += [
                         taken_w_r.eq(Mux(take_leaf, leaf_h, node_h)),
                         node_taken_r.eq(~take_leaf),
