@@ -268,15 +268,23 @@ class Compressor(wiring.Component):
         read_addr = Signal(range(n_sym))
         in_read = Signal(hist.READ_LATENCY)  # counts on their way out of the histogram
         read_last = Signal(hist.READ_LATENCY)
-        chunk_index = Mux(fork_first, started, started - 1)
+        # The gate reads small registers only (it sits in the fork's valid/ready path):
+        # ``ahead`` = started - reads_done (0 to 2, as a chunk cannot complete before the
+        # histogram before it is read), ``first_two`` = min(started, 2).
+        ahead = Signal(range(4))
+        first_two = Signal(range(3))
+        read_done = Signal()
         m.d.comb += adaptation_ok.eq(
             ~adapt
-            | ((~fork_first | (started < 2) | huff.cb_pending)
-               & (~src.payload.last | (reads_done >= chunk_index))))
+            | ((~fork_first | (first_two != 2) | huff.cb_pending)
+               & (~src.payload.last | Mux(fork_first, ahead == 0, ahead <= 1))))
+        starts = fork_taken & fork_first
         with m.If(fork_taken):
             m.d.sync += fork_first.eq(src.payload.last)
-            with m.If(fork_first):
-                m.d.sync += started.eq(started + 1)
+        with m.If(starts):
+            m.d.sync += [started.eq(started + 1),
+                         first_two.eq(Mux(first_two == 2, 2, first_two + 1))]
+        m.d.sync += ahead.eq(ahead + starts - read_done)
         with m.If(adapt & ~reading & (hist.chunks != reads_done) & build.i.ready
                   & (in_read == 0)):
             m.d.sync += [reading.eq(1), read_addr.eq(0)]
@@ -288,7 +296,8 @@ class Compressor(wiring.Component):
             in_read.eq(Cat(reading, in_read)),
             read_last.eq(Cat(reading & (read_addr == n_sym - 1), read_last)),
         ]
-        with m.If(in_read[-1] & read_last[-1]):
+        m.d.comb += read_done.eq(in_read[-1] & read_last[-1])
+        with m.If(read_done):
             m.d.sync += reads_done.eq(reads_done + 1)
         m.d.comb += [
             build.i.payload.eq(hist.rd_data),
@@ -299,7 +308,7 @@ class Compressor(wiring.Component):
         ]
         with m.If(soft_reset):
             m.d.sync += [started.eq(0), fork_first.eq(1), reads_done.eq(0), reading.eq(0),
-                         in_read.eq(0)]
+                         in_read.eq(0), ahead.eq(0), first_two.eq(0)]
 
         wiring.connect(m, huff.o, pack.i)
         o = self.m_axis
