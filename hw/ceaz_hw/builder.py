@@ -169,7 +169,7 @@ class CodebookBuilder(wiring.Component):
 
         # -- shared state -------------------------------------------------------------------
         idx = Signal(range(2 * n + buckets + 4))  # the item a phase issues next
-        pipe = Signal(3)  # valid bits of a phase's pipeline stages (1, 2, 3 clocks on)
+        pipe = Signal(4)  # valid bits of a phase's pipeline stages (1 to 4 clocks on)
         weight_or = Signal(ww)  # OR of all weights: its bit length is the largest's
         passes = Signal(range(self.digits + 1))
         digit = Signal(range(self.digits))
@@ -189,10 +189,37 @@ class CodebookBuilder(wiring.Component):
             with m.If(clear_addr == buckets - 1):
                 m.d.sync += clearing.eq(0)
 
+        # -- bucket counters: one read-modify-write pipeline per digit -------------------------
+        # Read (address), then the table's output into a register, then write the count + 1:
+        # the output reaches only a register. An item sees the write of the item two ahead
+        # through the read port's transparency and the one just ahead through ``forward``.
+        # ``load`` drives every digit's pipeline at once, ``scatter`` the current digit's.
+        bump_bucket = [Signal(DIGIT_BITS, name=f"bump_bucket{d}") for d in range(self.digits)]
+        bump = [Signal(name=f"bump{d}") for d in range(self.digits)]
+        bump_pos = []  # per digit: the count before the increment, in the write stage
+        bump_busy = []  # per digit: items in flight
+        for d, (rp, cwp) in enumerate(counters):
+            got_bucket, got = Signal(DIGIT_BITS, name=f"got_bucket{d}"), Signal(name=f"got{d}")
+            put_bucket, put = Signal(DIGIT_BITS, name=f"put_bucket{d}"), Signal(name=f"put{d}")
+            stored = Signal(pos_width, name=f"stored{d}")
+            forward, written = Signal(name=f"forward{d}"), Signal(pos_width, name=f"written{d}")
+            pos = Signal(pos_width, name=f"pos{d}")
+            m.d.comb += [rp.addr.eq(bump_bucket[d]), pos.eq(Mux(forward, written, stored))]
+            m.d.sync += [
+                got_bucket.eq(bump_bucket[d]), got.eq(bump[d]),
+                put_bucket.eq(got_bucket), put.eq(got),
+                stored.eq(rp.data),
+                forward.eq(put & got & (put_bucket == got_bucket)),
+                written.eq(pos + 1),
+            ]
+            with m.If(put):
+                m.d.comb += [cwp.addr.eq(put_bucket), cwp.data.eq(pos + 1), cwp.en.eq(1)]
+            bump_pos.append(pos)
+            bump_busy.append(got | put)
+
         # Pipeline registers shared by the phases (each phase uses the ones it needs).
         s1_idx, s2_idx = Signal.like(idx), Signal.like(idx)
-        s1_bucket = Signal(DIGIT_BITS)
-        s1_elem, s2_elem = Signal(sw + ww), Signal(sw + ww)
+        s1_elem, s2_elem, s3_elem = (Signal(sw + ww, name=f"s{k}_elem") for k in (1, 2, 3))
         s2_parent = Signal(sw)
         m.d.sync += [s1_idx.eq(idx), s2_idx.eq(s1_idx)]
 
@@ -206,33 +233,24 @@ class CodebookBuilder(wiring.Component):
                 m.d.comb += weight.eq(self.i.payload + 1)
                 wp = elem[0][1]
                 m.d.comb += [wp.addr.eq(idx), wp.data.eq(Cat(idx[:sw], weight)), wp.en.eq(take)]
-                loaded = Signal(ww)  # the weight whose buckets are incremented next clock
-                m.d.sync += [pipe[0].eq(take), loaded.eq(weight)]
                 for d in range(self.digits):
-                    rp, cwp = counters[d]
-                    m.d.comb += rp.addr.eq(bucket(weight, d))
-                    with m.If(pipe[0]):  # read last clock, +1 now (transparent reads)
-                        m.d.comb += [cwp.addr.eq(bucket(loaded, d)), cwp.data.eq(rp.data + 1),
-                                     cwp.en.eq(1)]
+                    m.d.comb += [bump_bucket[d].eq(bucket(weight, d)), bump[d].eq(take)]
                 with m.If(take):
                     m.d.sync += [idx.eq(idx + 1), weight_or.eq(Mux(idx == 0, 0, weight_or)
                                                                | weight)]
                     with m.If(idx == n - 1):
                         m.next = "LOADED"
 
-            with m.State("LOADED"):  # the last count's bucket update (pipe[0])
+            with m.State("LOADED"):  # the last counts' bucket updates land
                 m.d.comb += self.busy.eq(1)
-                for d in range(self.digits):
-                    rp, cwp = counters[d]
-                    m.d.comb += [cwp.addr.eq(bucket(loaded, d)), cwp.data.eq(rp.data + 1),
-                                 cwp.en.eq(pipe[0])]
                 m.d.sync += [pipe.eq(0), idx.eq(0), digit.eq(0), src.eq(0)]
                 # passes = ceil(bit_length(largest weight) / DIGIT_BITS), at least 1
                 m.d.sync += passes.eq(1)
                 for p in range(2, self.digits + 1):
                     with m.If((weight_or >> (DIGIT_BITS * (p - 1))) != 0):
                         m.d.sync += passes.eq(p)
-                m.next = "PREFIX"
+                with m.If(~Cat(*bump_busy).any()):
+                    m.next = "PREFIX"
 
             # -- radix sort: counts to start offsets, then scatter ----------------------------
             with m.State("PREFIX"):  # every digit's counters at once: they are independent
@@ -253,27 +271,21 @@ class CodebookBuilder(wiring.Component):
                 m.d.comb += self.busy.eq(1)
                 issue = idx < n
                 # 0: read the source slot; 1: register it; 2: read its bucket's offset;
-                # 3: write the element there and the offset + 1 back. The register keeps the
-                # table's output off the offset table's address and transparency compare.
+                # 3: register that; 4: write the element there and the offset + 1 back.
                 m.d.comb += [elem[0][0].addr.eq(idx), elem[1][0].addr.eq(idx)]
                 m.d.sync += [s1_elem.eq(Mux(src, elem[1][0].data, elem[0][0].data)),
-                             s2_elem.eq(s1_elem)]
+                             s2_elem.eq(s1_elem), s3_elem.eq(s2_elem)]
                 with m.Switch(digit):
                     for d in range(self.digits):
                         with m.Case(d):
-                            rp, cwp = counters[d]
                             _, w1 = unpack(s1_elem)
-                            b1 = bucket(w1, d)
-                            m.d.comb += rp.addr.eq(b1)
-                            m.d.sync += s1_bucket.eq(b1)
-                            m.d.comb += [cwp.addr.eq(s1_bucket), cwp.data.eq(rp.data + 1),
-                                         cwp.en.eq(pipe[2])]
+                            m.d.comb += [bump_bucket[d].eq(bucket(w1, d)), bump[d].eq(pipe[1])]
                             for k in range(2):
                                 dst_wp = elem[k][1]
                                 with m.If(src != k):
-                                    m.d.comb += [dst_wp.addr.eq(rp.data), dst_wp.data.eq(s2_elem),
-                                                 dst_wp.en.eq(pipe[2])]
-                m.d.sync += [pipe.eq(Cat(issue, pipe[:2])), idx.eq(idx + issue)]
+                                    m.d.comb += [dst_wp.addr.eq(bump_pos[d]),
+                                                 dst_wp.data.eq(s3_elem), dst_wp.en.eq(pipe[3])]
+                m.d.sync += [pipe.eq(Cat(issue, pipe[:3])), idx.eq(idx + issue)]
                 with m.If(~issue & (pipe == 0)):
                     m.d.sync += [idx.eq(0), pipe.eq(0), src.eq(~src), digit.eq(digit + 1)]
                     with m.If(digit + 1 == passes):
@@ -478,25 +490,28 @@ class CodebookBuilder(wiring.Component):
                     m.next = "CODES"
 
             with m.State("CODES"):
+                # 0: read the length; 1: register it; 2: its next code, written out (the
+                # table's output does not reach the 16-way select of the code counters).
                 m.d.comb += self.busy.eq(1)
                 issue = idx < n
                 m.d.comb += length_rp.addr.eq(idx)
-                length = length_rp.data
+                length = Signal(LENGTH_BITS)
+                m.d.sync += length.eq(length_rp.data)
                 code = Signal(max_len + 1)
                 with m.Switch(length):
                     for k in range(1, max_len + 1):
                         with m.Case(k):
                             m.d.comb += code.eq(next_code[k])
-                            with m.If(pipe[0]):
+                            with m.If(pipe[1]):
                                 m.d.sync += next_code[k].eq(next_code[k] + 1)
                 m.d.sync += [
-                    self.cb_addr.eq(s1_idx),
+                    self.cb_addr.eq(s2_idx),
                     self.cb_data.eq(Cat(code[:max_len], length)),
-                    self.cb_we.eq(pipe[0]),
-                    pipe[0].eq(issue),
+                    self.cb_we.eq(pipe[1]),
+                    pipe.eq(Cat(issue, pipe[0])),
                     idx.eq(idx + issue),
                 ]
-                with m.If(~issue & ~pipe[0]):
+                with m.If(~issue & (pipe[:2] == 0)):
                     m.d.sync += [self.cb_commit.eq(1), idx.eq(0), pipe.eq(0),
                                  self.builds.eq(self.builds + 1)]
                     m.next = "COMMITTED"
