@@ -144,16 +144,20 @@ class CodebookBuilder(wiring.Component):
 
         def memory(name, shape, depth, read_modify_write=False):
             """A table's read and write port; a read-modify-write pipeline's read port is
-            transparent, so an item sees the write of the item just before it."""
-            mem = Memory(shape=shape, depth=depth, init=[])
+            transparent, so an item sees the write of the item just before it. Large tables
+            ask for block RAM by name: yosys put some in LUT RAM (2300 LUT4 more)."""
+            attrs = {"ram_style": "block"} if depth >= 256 else {}
+            mem = Memory(shape=shape, depth=depth, init=[], attrs=attrs)
             m.submodules[name] = mem
             wp = mem.write_port()
             return mem.read_port(transparent_for=(wp,) if read_modify_write else ()), wp
 
         # (symbol, weight) in symbol order, then ping-ponged by the radix passes.
         elem = [memory(f"order{k}", unsigned(sw + ww), n) for k in range(2)]
-        counters = [memory(f"buckets{d}", unsigned(pos_width), buckets, read_modify_write=True)
-                    for d in range(self.digits)]
+        # Each digit's bucket counters; the top digit may have fewer bits than the others.
+        sizes = [1 << min(DIGIT_BITS, ww - d * DIGIT_BITS) for d in range(self.digits)]
+        counters = [memory(f"buckets{d}", unsigned(pos_width), size, read_modify_write=True)
+                    for d, size in enumerate(sizes)]
         node_rp, node_wp = memory("nodes", unsigned(self.node_width), max(n - 1, 2))
         # Parents and depths of the internal nodes (the leaves' follow from them).
         parent_rp, parent_wp = memory("parents", unsigned(sw), max(n - 1, 2))
@@ -257,10 +261,11 @@ class CodebookBuilder(wiring.Component):
                 m.d.comb += self.busy.eq(1)
                 issue = idx < buckets
                 running = [Signal(pos_width, name=f"running{d}") for d in range(self.digits)]
-                for (rp, cwp), run in zip(counters, running, strict=True):
+                for (rp, cwp), run, size in zip(counters, running, sizes, strict=True):
+                    mine = pipe[0] & (s1_idx < size)  # a smaller table ends earlier
                     m.d.comb += [rp.addr.eq(idx), cwp.addr.eq(s1_idx), cwp.data.eq(run),
-                                 cwp.en.eq(pipe[0])]
-                    with m.If(pipe[0]):
+                                 cwp.en.eq(mine)]
+                    with m.If(mine):
                         m.d.sync += run.eq(run + rp.data)
                 m.d.sync += [pipe[0].eq(issue), idx.eq(idx + issue)]
                 with m.If(~issue & ~pipe[0]):
