@@ -193,7 +193,6 @@ class HuffmanLanes(wiring.Component):
         ]
         read_bank = active ^ swap
         write_base = Mux(active, 0, n)  # the next bank
-        read_base = Mux(read_bank, n, 0)
 
         # -- stage 1: one RAM per lane, its address register is the pipeline register ------
         entries = Signal(data.ArrayLayout(entry, self._lanes))
@@ -206,7 +205,10 @@ class HuffmanLanes(wiring.Component):
                 wp.addr.eq(write_base + self.cb_addr),
                 wp.data.eq(self.cb_data),
                 wp.en.eq(write),
-                rp.addr.eq(read_base + self.i.payload.lanes[lane].sym),
+                # Both banks' addresses are formed from the beat alone, so the late bank
+                # choice (through valid and swap) only selects between them.
+                rp.addr.eq(Mux(read_bank, n + self.i.payload.lanes[lane].sym,
+                               self.i.payload.lanes[lane].sym)),
                 rp.en.eq(enable),
                 entries[lane].eq(rp.data),
             ]
