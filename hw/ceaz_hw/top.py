@@ -15,6 +15,7 @@ or where TLAST came, whichever is first).
 from __future__ import annotations
 
 from amaranth.hdl import (
+    C,
     Cat,
     ClockDomain,
     ClockSignal,
@@ -157,8 +158,7 @@ class Compressor(wiring.Component):
         plane = staged_product(sy, sx, "plane")
         plane_sat = saturated(plane, "plane_sat")
         values = staged_product(plane_sat, sz, "values")
-        sync_room = Signal(43)
-        m.d.sync += sync_room.eq((self.max_sync + 1) * sync_k)
+        sync_room = staged_product(C(self.max_sync + 1), sync_k, "sync_room")
         bad_config = Signal()
         m.d.sync += bad_config.eq(
             (cx == 0) | (cy == 0) | (cz == 0)
