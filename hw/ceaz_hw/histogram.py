@@ -20,12 +20,14 @@ multiplexed by role.
 
 Counting pipeline (per lane, one beat per clock, never stalls)
 --------------------------------------------------------------
-``A``: the accepted beat is registered; its symbol addresses the bank's read port, and it is
-compared with the two beats ahead of it. ``B``: the counter read arrives; the new count is the
-newest pending value of the same symbol (the beat in ``C``, whose write lands at the end of
-this clock, else the one in ``D``, whose write landed as the read was taken) or else the
-memory's, plus one. ``C``: the new count is written. The only loop, ``C`` -> ``B`` -> ``C``,
-is one multiplexer and one incrementer long, which is what a run of one symbol needs.
+``A``: the accepted beat is registered; its symbol addresses the bank's read port. ``B``: the
+counter read arrives and is registered as it is (block RAM output is slow, so nothing follows
+it in this clock), and the beat is compared with the three beats ahead of it. ``C``: the new
+count is the newest pending value of the same symbol (the beat in ``D``, whose write lands at
+the end of this clock, else the one in ``E``, else the one in ``F``, whose write landed as the
+read was taken) or else the memory's, plus one. ``D``: the new count is written. The only
+loop, ``D`` -> ``C`` -> ``D``, is one multiplexer and one incrementer long, which is what a
+run of one symbol needs.
 
 Read side
 ---------
@@ -152,7 +154,8 @@ class Histogram(wiring.Component):
             read_ports.append(rps)
             write_ports.append(wps)
 
-        # -- counting pipeline: A (read), B (add with forwarding), C (write), D (written) ------
+        # -- counting pipeline: A (read), B (read data registered), C (add with forwarding),
+        # D (write), E and F (written) -----------------------------------------------------
         def stage_regs(prefix):
             return {
                 "active": Signal(name=f"{prefix}_active"),
@@ -162,7 +165,7 @@ class Histogram(wiring.Component):
                 "v": [Signal(name=f"{prefix}_v{j}") for j in range(n_lanes)],
             }
 
-        a, b_, c, d = (stage_regs(p) for p in "abcd")
+        a, b_, c, d, e = (stage_regs(p) for p in "abcde")
         m.d.sync += [
             a["active"].eq(accept),
             a["last"].eq(self.i.payload.last),
@@ -173,38 +176,40 @@ class Histogram(wiring.Component):
                 a["sym"][j].eq(self.i.payload.lanes[j]),
                 a["v"][j].eq(accept & (j < self.i.payload.count)),
             ]
-        for src, dst in ((a, b_), (b_, c), (c, d)):
+        for src, dst in ((a, b_), (b_, c), (c, d), (d, e)):
             m.d.sync += [dst["active"].eq(src["active"]), dst["last"].eq(src["last"]),
                          dst["bank"].eq(src["bank"])]
             for j in range(n_lanes):
                 m.d.sync += [dst["sym"][j].eq(src["sym"][j]), dst["v"][j].eq(src["v"][j])]
 
-        c_val = [Signal(cw, name=f"c_val{j}") for j in range(n_lanes)]
         d_val = [Signal(cw, name=f"d_val{j}") for j in range(n_lanes)]
+        e_val = [Signal(cw, name=f"e_val{j}") for j in range(n_lanes)]
+        f_val = [Signal(cw, name=f"f_val{j}") for j in range(n_lanes)]
         host_addr = Signal(sw)
         m.d.sync += host_addr.eq(self.rd_addr)
         for j in range(n_lanes):
-            # In A: will the beats now in B and C be in C and D when this one is in B?
-            same_as_c = Signal(name=f"b_same_as_c{j}")
-            same_as_d = Signal(name=f"b_same_as_d{j}")
-            m.d.sync += [
-                same_as_c.eq(b_["v"][j] & (b_["bank"] == a["bank"])
-                             & (b_["sym"][j] == a["sym"][j])),
-                same_as_d.eq(c["v"][j] & (c["bank"] == a["bank"])
-                             & (c["sym"][j] == a["sym"][j])),
-            ]
-            stored = Signal(cw, name=f"b_stored{j}")
+            # In B: will the beats now in C, D and E be in D, E and F when this one is in C?
+            same = {}
+            for name, ahead in (("d", c), ("e", d), ("f", e)):
+                same[name] = Signal(name=f"c_same_as_{name}{j}")
+                m.d.sync += same[name].eq(ahead["v"][j] & (ahead["bank"] == b_["bank"])
+                                          & (ahead["sym"][j] == b_["sym"][j]))
+            read = Signal(cw, name=f"b_read{j}")
             with m.Switch(b_["bank"]):
                 for bank in range(BANKS):
                     with m.Case(bank):
-                        m.d.comb += stored.eq(read_ports[j][bank].data)
-            with m.If(same_as_c):
-                m.d.sync += c_val[j].eq(c_val[j] + 1)
-            with m.Elif(same_as_d):
-                m.d.sync += c_val[j].eq(d_val[j] + 1)
+                        m.d.comb += read.eq(read_ports[j][bank].data)
+            stored = Signal(cw, name=f"c_stored{j}")
+            m.d.sync += stored.eq(read)
+            with m.If(same["d"]):
+                m.d.sync += d_val[j].eq(d_val[j] + 1)
+            with m.Elif(same["e"]):
+                m.d.sync += d_val[j].eq(e_val[j] + 1)
+            with m.Elif(same["f"]):
+                m.d.sync += d_val[j].eq(f_val[j] + 1)
             with m.Else():
-                m.d.sync += c_val[j].eq(stored + 1)
-            m.d.sync += d_val[j].eq(c_val[j])
+                m.d.sync += d_val[j].eq(stored + 1)
+            m.d.sync += [e_val[j].eq(d_val[j]), f_val[j].eq(e_val[j])]
 
             for bank in range(BANKS):
                 rp, wp = read_ports[j][bank], write_ports[j][bank]
@@ -217,16 +222,16 @@ class Histogram(wiring.Component):
                     m.d.comb += [wp.addr.eq(clear_addr[bank]), wp.data.eq(0), wp.en.eq(1)]
                 with m.Else():
                     m.d.comb += [
-                        wp.addr.eq(c["sym"][j]),
-                        wp.data.eq(c_val[j]),
-                        wp.en.eq(c["v"][j] & (c["bank"] == bank)),
+                        wp.addr.eq(d["sym"][j]),
+                        wp.data.eq(d_val[j]),
+                        wp.en.eq(d["v"][j] & (d["bank"] == bank)),
                     ]
 
         # A chunk completes as its last beat's counts are written: show its bank and clear
         # the bank shown so far (that of the chunk before; after reset there is none).
-        with m.If(c["active"] & c["last"]):
+        with m.If(d["active"] & d["last"]):
             m.d.sync += [
-                shown_bank.eq(c["bank"]),
+                shown_bank.eq(d["bank"]),
                 have_chunk.eq(1),
                 self.chunks.eq(self.chunks + 1),
             ]

@@ -27,8 +27,10 @@ Pipeline
 --------
 Stage 1 is the RAM's own address register (a synchronous read port, gated by the pipeline
 enable) beside registers for the raw field, escape, ``last``, ``count`` and valid; stage 2
-forms ``bits`` and ``len``; a two-entry :class:`~ceaz_hw.elastic.ElasticBuffer` follows, whose
-``i.ready`` is the enable of every pipeline register and of the read ports.
+registers the read data as it is (the cascaded block RAM's output is slow, so nothing follows
+it in the same clock) and the beat beside it; stage 3 forms ``bits`` and ``len``; a two-entry
+:class:`~ceaz_hw.elastic.ElasticBuffer` follows, whose ``i.ready`` is the enable of every
+pipeline register and of the read ports.
 """
 
 from __future__ import annotations
@@ -55,15 +57,15 @@ def _entry_layout(max_code_len):
 
 
 class _Combine(wiring.Component):
-    """Stage 2 for all lanes: code and raw field into ``bits`` and ``len``, invalid lanes
+    """Stage 3 for all lanes: code and raw field into ``bits`` and ``len``, invalid lanes
     zeroed. Every register advances every clock; the parent gates it with an enable."""
 
     def __init__(self, lanes, radius, max_code_len):
         self._lanes, self._max_code_len = lanes, max_code_len
         entry = _entry_layout(max_code_len)
         super().__init__({
-            "entry": In(data.ArrayLayout(entry, lanes)),  # the read ports' data (stage 1)
-            "s1": In(beat(Symbol(radius), lanes)),  # stage 1: the beat, sym unused
+            "entry": In(data.ArrayLayout(entry, lanes)),  # the read data (stage 2)
+            "s1": In(beat(Symbol(radius), lanes)),  # stage 2: the beat, sym unused
             "s1_valid": In(1),
             "o": Out(beat(Coded(max_code_len), lanes)),
             "o_valid": Out(1),
@@ -127,7 +129,7 @@ class HuffmanLanes(wiring.Component):
     """
 
     #: Clocks from an accepted input beat to its output beat with the output always ready.
-    LATENCY = 3
+    LATENCY = 4
 
     def __init__(self, lanes=1, radius=fmt.DEFAULT_RADIUS, max_code_len=fmt.MAX_CODE_LEN):
         self._radius = _check_radius(radius)
@@ -191,7 +193,6 @@ class HuffmanLanes(wiring.Component):
         ]
         read_bank = active ^ swap
         write_base = Mux(active, 0, n)  # the next bank
-        read_base = Mux(read_bank, n, 0)
 
         # -- stage 1: one RAM per lane, its address register is the pipeline register ------
         entries = Signal(data.ArrayLayout(entry, self._lanes))
@@ -204,7 +205,10 @@ class HuffmanLanes(wiring.Component):
                 wp.addr.eq(write_base + self.cb_addr),
                 wp.data.eq(self.cb_data),
                 wp.en.eq(write),
-                rp.addr.eq(read_base + self.i.payload.lanes[lane].sym),
+                # Both banks' addresses are formed from the beat alone, so the late bank
+                # choice (through valid and swap) only selects between them.
+                rp.addr.eq(Mux(read_bank, n + self.i.payload.lanes[lane].sym,
+                               self.i.payload.lanes[lane].sym)),
                 rp.en.eq(enable),
                 entries[lane].eq(rp.data),
             ]
@@ -214,13 +218,20 @@ class HuffmanLanes(wiring.Component):
         with m.If(enable):
             m.d.sync += [s1.eq(self.i.payload), s1_valid.eq(self.i.valid)]
 
-        # -- stage 2 and the output buffer ---------------------------------------------------
+        # -- stage 2: the read data registered -----------------------------------------------
+        entries2 = Signal.like(entries)
+        s2 = Signal.like(s1)
+        s2_valid = Signal()
+        with m.If(enable):
+            m.d.sync += [entries2.eq(entries), s2.eq(s1), s2_valid.eq(s1_valid)]
+
+        # -- stage 3 and the output buffer ---------------------------------------------------
         m.submodules.combine = combine = EnableInserter(enable)(
             _Combine(self._lanes, self._radius, self._max_code_len))
         m.d.comb += [
-            combine.entry.eq(entries),
-            combine.s1.eq(s1),
-            combine.s1_valid.eq(s1_valid),
+            combine.entry.eq(entries2),
+            combine.s1.eq(s2),
+            combine.s1_valid.eq(s2_valid),
             self.i.ready.eq(enable),
             buffer.i.payload.eq(combine.o),
             buffer.i.valid.eq(combine.o_valid),

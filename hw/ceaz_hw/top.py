@@ -15,6 +15,7 @@ or where TLAST came, whichever is first).
 from __future__ import annotations
 
 from amaranth.hdl import (
+    C,
     Cat,
     ClockDomain,
     ClockSignal,
@@ -130,10 +131,12 @@ class Compressor(wiring.Component):
         # -- configuration ---------------------------------------------------------------
         cx, cy, cz = reg["BOX_X"].value, reg["BOX_Y"].value, reg["BOX_Z"].value
         sync_k = reg["SYNC_INTERVAL"].value
-        # The box size, one register per step (the configuration settles for 7 clocks, the
-        # last of the chain, bad_config, is registered 6 clocks after the write): every
-        # factor is first saturated just above the largest chunk, so the products stay 25 x 25
-        # bits (a few DSP tiles) and any box over the limit still reads as too large.
+        # The box size, one register per step: every factor is first saturated just above the
+        # largest chunk, so the products stay 25 x 25 bits and any box over the limit still
+        # reads as too large. Each product takes two clocks (two registered 25 x 13 halves,
+        # then a registered add) so that no wide multiply sits in one clock. A write reaches
+        # bad_config after 7 clocks (sat, 2 x plane, plane_sat, 2 x values, bad_config); the
+        # settle counter below holds the input for 8.
         limit = fmt.MAX_CHUNK_VALUES + 1
 
         def saturated(value, name):
@@ -141,25 +144,24 @@ class Compressor(wiring.Component):
             m.d.sync += sat.eq(Mux(value > limit, limit, value))
             return sat
 
+        def staged_product(a, b, name):
+            """a * b two clocks later, split on b so that each clock holds half a multiply."""
+            half = (len(b) + 1) // 2
+            low = Signal(len(a) + half, name=f"{name}_low")
+            high = Signal(len(a) + len(b) - half, name=f"{name}_high")
+            product = Signal(len(a) + len(b), name=name)
+            m.d.sync += [
+                low.eq(a * b[:half]),
+                high.eq(a * b[half:]),
+                product.eq(low + (high << half)),
+            ]
+            return product
+
         sx, sy, sz = (saturated(c, f"box_{a}_sat") for c, a in [(cx, "x"), (cy, "y"), (cz, "z")])
-        plane = Signal(2 * len(sx))
-        m.d.sync += plane.eq(sy * sx)
+        plane = staged_product(sy, sx, "plane")
         plane_sat = saturated(plane, "plane_sat")
-        sz_late = Signal.like(sz)
-        m.d.sync += sz_late.eq(sz)
-        # plane x z as two registered partial products and a registered sum: a 25 x 25
-        # product in one clock was the core's worst path (13.3 ns at 1 lane).
-        low_bits = len(sz_late) // 2
-        partial_low = Signal(len(plane_sat) + low_bits)
-        partial_high = Signal(len(plane_sat) + len(sz_late) - low_bits)
-        values = Signal(2 * len(sx))
-        sync_room = Signal(43)
-        m.d.sync += [
-            partial_low.eq(plane_sat * sz_late[:low_bits]),
-            partial_high.eq(plane_sat * sz_late[low_bits:]),
-            values.eq(partial_low + (partial_high << low_bits)),
-            sync_room.eq((self.max_sync + 1) * sync_k),
-        ]
+        values = staged_product(plane_sat, sz, "values")
+        sync_room = staged_product(C(self.max_sync + 1), sync_k, "sync_room")
         bad_config = Signal()
         m.d.sync += bad_config.eq(
             (cx == 0) | (cy == 0) | (cz == 0)
