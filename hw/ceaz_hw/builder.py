@@ -227,12 +227,11 @@ class CodebookBuilder(wiring.Component):
         s2_parent = Signal(sw)
         m.d.sync += [s1_idx.eq(idx), s2_idx.eq(s1_idx)]
 
-        m.d.comb += self.busy.eq(0)
-        with m.FSM(name="phase"):
+        with m.FSM(name="phase") as phase:
             # -- load -----------------------------------------------------------------------
             with m.State("LOAD"):
                 take = self.i.valid & ~clearing
-                m.d.comb += [self.i.ready.eq(~clearing), self.busy.eq(idx != 0)]
+                m.d.comb += self.i.ready.eq(~clearing)
                 weight = Signal(ww)
                 m.d.comb += weight.eq(self.i.payload + 1)
                 wp = elem[0][1]
@@ -246,7 +245,6 @@ class CodebookBuilder(wiring.Component):
                         m.next = "LOADED"
 
             with m.State("LOADED"):  # the last counts' bucket updates land
-                m.d.comb += self.busy.eq(1)
                 m.d.sync += [pipe.eq(0), idx.eq(0), digit.eq(0), src.eq(0)]
                 # passes = ceil(bit_length(largest weight) / DIGIT_BITS), at least 1
                 m.d.sync += passes.eq(1)
@@ -258,7 +256,6 @@ class CodebookBuilder(wiring.Component):
 
             # -- radix sort: counts to start offsets, then scatter ----------------------------
             with m.State("PREFIX"):  # every digit's counters at once: they are independent
-                m.d.comb += self.busy.eq(1)
                 issue = idx < buckets
                 running = [Signal(pos_width, name=f"running{d}") for d in range(self.digits)]
                 for (rp, cwp), run, size in zip(counters, running, sizes, strict=True):
@@ -273,7 +270,6 @@ class CodebookBuilder(wiring.Component):
                     m.next = "SCATTER"
 
             with m.State("SCATTER"):
-                m.d.comb += self.busy.eq(1)
                 issue = idx < n
                 # 0: read the source slot; 1: register it; 2: read its bucket's offset;
                 # 3: register that; 4: write the element there and the offset + 1 back.
@@ -324,7 +320,6 @@ class CodebookBuilder(wiring.Component):
                     m.d.comb += rp.addr.eq(n - 1 - ascending)
 
             with m.State("MERGE_START"):
-                m.d.comb += self.busy.eq(1)
                 read_leaf(0)
                 m.d.comb += node_rp.addr.eq(0)
                 m.d.sync += [leaf.eq(0), node.eq(0), made.eq(0), second.eq(0), capture.eq(1),
@@ -337,7 +332,6 @@ class CodebookBuilder(wiring.Component):
             # compares the registered heads and addresses the next ones. So a memory's output
             # only ever reaches a register, and a comparison only a memory's address.
             with m.State("MERGE"):
-                m.d.comb += self.busy.eq(1)
                 m.d.sync += capture.eq(~capture)
                 made_w = first_w + taken_w_r  # the node the last take completes, if second
                 with m.If(capture):
@@ -387,7 +381,6 @@ class CodebookBuilder(wiring.Component):
             # leaves, so the leaves per depth follow from the internal nodes per depth:
             # bl[d] = 2 inner[d - 1] - inner[d]. Half the items of a pass over all nodes.
             with m.State("DEPTH"):
-                m.d.comb += self.busy.eq(1)
                 issuing = remaining != 0
                 m.d.comb += parent_rp.addr.eq(idx)
                 m.d.sync += s2_parent.eq(parent_rp.data)
@@ -411,7 +404,6 @@ class CodebookBuilder(wiring.Component):
                     m.next = "LEAVES"
 
             with m.State("LEAVES"):
-                m.d.comb += self.busy.eq(1)
                 m.d.sync += bl[0].eq(0)
                 for k in range(1, len(bl)):
                     pair = inner[k - 1] << 1 if k - 1 < len(inner) else 0
@@ -426,7 +418,6 @@ class CodebookBuilder(wiring.Component):
                 # A move at (level, shorter) registered by a search clock; after it, the next
                 # shorter level is known without a search while the move stays on ``level``
                 # and the level above ``shorter`` is still at least two above ``level``.
-                m.d.comb += self.busy.eq(1)
                 here = Signal(pos_width)
                 with m.Switch(level):
                     for k in range(len(bl)):
@@ -458,7 +449,6 @@ class CodebookBuilder(wiring.Component):
 
             # -- first code and cumulative count per length ---------------------------------
             with m.State("CUMULATE"):
-                m.d.comb += self.busy.eq(1)
                 for k in range(1, max_len + 1):
                     with m.If(idx == k):
                         m.d.sync += [
@@ -472,7 +462,6 @@ class CodebookBuilder(wiring.Component):
 
             # -- lengths in hand-out order -------------------------------------------------------
             with m.State("HANDOUT"):
-                m.d.comb += self.busy.eq(1)
                 issue = idx < n
                 for rp in sorted_rp:
                     m.d.comb += rp.addr.eq(idx)
@@ -490,14 +479,12 @@ class CodebookBuilder(wiring.Component):
 
             # -- codes, written like host CB_DATA writes, then the commit ------------------
             with m.State("WAIT_COMMIT"):
-                m.d.comb += self.busy.eq(1)
                 with m.If(~self.cb_pending):
                     m.next = "CODES"
 
             with m.State("CODES"):
                 # 0: read the length; 1: register it; 2: its next code, written out (the
                 # table's output does not reach the 16-way select of the code counters).
-                m.d.comb += self.busy.eq(1)
                 issue = idx < n
                 m.d.comb += length_rp.addr.eq(idx)
                 length = Signal(LENGTH_BITS)
@@ -525,4 +512,7 @@ class CodebookBuilder(wiring.Component):
                 m.d.sync += [self.cb_commit.eq(0), self.cb_we.eq(0)]
                 m.next = "LOAD"
 
+        # A build runs from its first count to its commit (COMMITTED: the commit is out).
+        m.d.comb += self.busy.eq(~(phase.ongoing("LOAD") & (idx == 0))
+                                 & ~phase.ongoing("COMMITTED"))
         return m

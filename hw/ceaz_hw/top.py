@@ -272,20 +272,21 @@ class Compressor(wiring.Component):
         read_last = Signal(hist.READ_LATENCY)
         # The gate reads small registers only (it sits in the fork's valid/ready path):
         # ``ahead`` = started - reads_done (0 to 2, as a chunk cannot complete before the
-        # histogram before it is read), ``first_two`` = min(started, 2).
+        # histogram before it is read), ``first_two`` = min(started, ADAPT_LAG).
         ahead = Signal(range(4))
-        first_two = Signal(range(3))
+        lag = regmap.ADAPT_LAG
+        first_two = Signal(range(lag + 1))
         read_done = Signal()
         m.d.comb += adaptation_ok.eq(
             ~adapt
-            | ((~fork_first | (first_two != 2) | huff.cb_pending)
+            | ((~fork_first | (first_two != lag) | huff.cb_pending)
                & (~src.payload.last | Mux(fork_first, ahead == 0, ahead <= 1))))
         starts = fork_taken & fork_first
         with m.If(fork_taken):
             m.d.sync += fork_first.eq(src.payload.last)
         with m.If(starts):
             m.d.sync += [started.eq(started + 1),
-                         first_two.eq(Mux(first_two == 2, 2, first_two + 1))]
+                         first_two.eq(Mux(first_two == lag, lag, first_two + 1))]
         m.d.sync += ahead.eq(ahead + starts - read_done)
         with m.If(adapt & ~reading & (hist.chunks != reads_done) & build.i.ready
                   & (in_read == 0)):
@@ -306,7 +307,7 @@ class Compressor(wiring.Component):
             build.i.valid.eq(in_read[-1]),
             # Without ADAPT the builder never writes (a build under way waits for ever, and
             # the next stream that sets ADAPT starts with a soft reset).
-            build.cb_pending.eq(~adapt | huff.cb_pending | (started < build.builds + 2)),
+            build.cb_pending.eq(~adapt | huff.cb_pending | (started < build.builds + lag)),
         ]
         with m.If(soft_reset):
             m.d.sync += [started.eq(0), fork_first.eq(1), reads_done.eq(0), reading.eq(0),

@@ -33,8 +33,6 @@ __all__ = ["VLNV", "CardCoder", "CeazIP"]
 VLNV = "ceaz.dev:ceaz:compressor:1.0"
 #: Default seconds to wait for the card before giving up.
 DEFAULT_TIMEOUT = 30.0
-#: The adapt lag of the card's on-chip codebook builder (a stream with it adapts on chip).
-ON_CHIP_LAG = 2
 
 
 def _f32_bits(value: float) -> int:
@@ -61,11 +59,16 @@ class CeazIP(DefaultIP):
     def soft_reset(self) -> None:
         self.set_reg("CTRL", regmap.CTRL.SOFT_RESET)
 
-    def wait_status(self, bit: regmap.STATUS, want: bool, timeout: float) -> None:
+    def _wait_until(self, done, what: str, timeout: float) -> None:
+        """Poll ``done()`` (register reads) until it holds; DeviceError after ``timeout``."""
         deadline = time.monotonic() + timeout
-        while bool(self.reg("STATUS") & bit) != want:
+        while not done():
             if time.monotonic() > deadline:
-                raise DeviceError(f"timed out after {timeout:g} s waiting for STATUS.{bit.name}")
+                raise DeviceError(f"timed out after {timeout:g} s waiting for {what}")
+
+    def wait_status(self, bit: regmap.STATUS, want: bool, timeout: float) -> None:
+        self._wait_until(lambda: bool(self.reg("STATUS") & bit) == want,
+                         f"STATUS.{bit.name}", timeout)
 
     def load_codebook(self, lengths: np.ndarray, timeout: float) -> None:
         """Write a book into the next bank and commit it for the next chunk."""
@@ -80,11 +83,8 @@ class CeazIP(DefaultIP):
     def wait_adapt_reads(self, count: int, timeout: float) -> None:
         """Wait until the on-chip builder has read ``count`` histograms: until then it may
         still be reading the one the host wants (they share the histogram's read port)."""
-        deadline = time.monotonic() + timeout
-        while self.reg("ADAPT_READS") < count:
-            if time.monotonic() > deadline:
-                raise DeviceError(f"timed out after {timeout:g} s waiting for the on-chip "
-                                  f"codebook builder to read histogram {count - 1}")
+        self._wait_until(lambda: self.reg("ADAPT_READS") >= count,
+                         f"the on-chip codebook builder to read histogram {count - 1}", timeout)
 
     def histogram(self, n_symbols: int) -> np.ndarray:
         """The symbol counts of the last completed chunk."""
@@ -179,7 +179,7 @@ class CardCoder:
         ip = self.ip
         ip.wait_status(regmap.STATUS.BUSY, False, self.timeout)
         self._forget()
-        self._adapting = header.adapt_lag == ON_CHIP_LAG
+        self._adapting = header.adapt_lag == regmap.ADAPT_LAG
         if self._adapting:
             ip.soft_reset()  # also keeps no half-built book from an earlier stream
             ip.set_reg("ADAPT", 1)
@@ -279,7 +279,7 @@ class CardCoder:
         if self._adapt_chunk is None:
             raise DeviceError("on-chip adaptation lost its place after an error; restart "
                               "the stream")
-        if self._adapt_chunk < ON_CHIP_LAG:
+        if self._adapt_chunk < regmap.ADAPT_LAG:
             offline = huffman.offline_lengths(self.radius)
             if not np.array_equal(lengths, offline):
                 raise DeviceError(f"chunk {self._adapt_chunk} of an on-chip adapted stream "

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import IntFlag
 
 __all__ = [
+    "ADAPT_LAG",
     "ADDRESS_BITS",
     "CTRL",
     "ERROR",
@@ -30,6 +31,9 @@ ID_MAGIC = int.from_bytes(b"CEAZ", "little")
 TRAILER_MAGIC = int.from_bytes(b"CZTR", "little")
 #: Byte address width of the AXI4-Lite port (4 KiB window).
 ADDRESS_BITS = 12
+#: With ADAPT set, chunk k >= ADAPT_LAG is coded with the book of chunk k - ADAPT_LAG's
+#: histogram, built on chip; the RTL and the driver both follow it.
+ADAPT_LAG = 2
 
 
 @dataclass(frozen=True)
