@@ -89,9 +89,10 @@ def hand_out(order: list[int], bl_count: list[int], max_len: int) -> np.ndarray:
 
 def k3_limit(bl_count: list[int], max_len: int) -> tuple[list[int], int]:
     """JPEG K.3 as the RTL steps it: one move per clock at (level, shorter); the nearest
-    non-empty level two or more above is searched (one clock) only when it is not simply one
-    above the last. Returns the limited counts and the clocks."""
-    bl, level, clocks, shorter = list(bl_count), len(bl_count) - 1, 0, None
+    non-empty level two or more above is searched (two clocks) only when it is not simply one
+    above the last, and a clock reloads the count at ``level`` whenever ``level`` changes.
+    Returns the limited counts and the clocks."""
+    bl, level, clocks, shorter = list(bl_count), len(bl_count) - 1, 1, None
     while True:
         clocks += 1
         if shorter is None:
@@ -99,8 +100,10 @@ def k3_limit(bl_count: list[int], max_len: int) -> tuple[list[int], int]:
                 return bl[: max_len + 1], clocks
             if bl[level] == 0:
                 level -= 1
-            else:
+                clocks += 1
+            else:  # the candidates, then the nearest of them
                 shorter = max(k for k in range(level - 1) if bl[k] > 0)
+                clocks += 1
             continue
         bl[level] -= 2
         bl[level - 1] += 1
@@ -109,7 +112,9 @@ def k3_limit(bl_count: list[int], max_len: int) -> tuple[list[int], int]:
         if bl[level] > 0 and shorter + 3 <= level:
             shorter += 1
         else:
-            level -= bl[level] == 0
+            if bl[level] == 0:
+                level -= 1
+                clocks += 1
             shorter = None
 
 
@@ -139,7 +144,7 @@ def build(hist: np.ndarray, max_len: int = fmt.MAX_CODE_LEN) -> tuple[np.ndarray
     depths = huffman._huffman_depths(weights[descending[::-1]])
     assert leaves_per_depth(weights[descending[::-1]], DEPTH_COUNTERS) == np.bincount(
         depths, minlength=DEPTH_COUNTERS).tolist()
-    cycles += 4 * (n - 1) + (n - 2) + 1  # merge (two clocks per take), depths, leaves
+    cycles += 4 * (n - 1) + (n - 2) + 4  # merge (two clocks per take), depths, leaves
     bl_count = np.bincount(depths, minlength=DEPTH_COUNTERS)
     assert len(bl_count) == DEPTH_COUNTERS, "more depth counters needed"
     limited, limit_clocks = k3_limit(bl_count.tolist(), max_len)

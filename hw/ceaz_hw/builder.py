@@ -38,10 +38,10 @@ after another, each phase a short pipeline that handles one item per clock:
     exactly like a host ``CB_DATA`` write (``cb_*``), then one commit. This phase waits until
     no earlier commit is pending.
 
-Read-modify-write pipelines (bucket counters, offsets, depths) use read ports transparent to
-the write port, so an item sees the write of the item just before it; no other table is read
-and written in the same clock. Hand-written because
-it must be bit-exact with ``ceaz.huffman``; ``tests/test_builder_plan.py`` checks the same
+Read-modify-write pipelines register every table output; the bucket counters use read ports
+transparent to the write port, and the depth pass forwards the two items ahead of it. No other
+table is read and written in the same clock. Hand-written because
+it must be bit-exact with ``ceaz.huffman``; ``tests/test_builder_dataflow.py`` checks the same
 phases in Python and ``sim/test_builder.py`` checks this RTL against the model.
 
 The counts must sum to at most ``max_count`` (the histogram's chunk limit): that bounds the
@@ -64,6 +64,18 @@ __all__ = ["CodebookBuilder", "max_huffman_depth"]
 
 #: Radix digit of the sort: 1024 buckets, one block RAM of counters per digit.
 DIGIT_BITS = 10
+
+
+def highest_set(bits):
+    """(any bit set, index of the highest set bit) by a tree of 2:1 choices, log2(width)
+    levels deep: a priority chain over the K.3 depth counters was too slow a path."""
+    level = [(bits[k], k) for k in range(len(bits))]
+    while len(level) > 1:
+        if len(level) % 2:
+            level.append((0, 0))
+        level = [(lo_v | hi_v, Mux(hi_v, hi_k, lo_k))
+                 for (lo_v, lo_k), (hi_v, hi_k) in zip(level[::2], level[1::2], strict=True)]
+    return level[0]
 
 
 def max_huffman_depth(total_weight: int, n_symbols: int) -> int:
@@ -158,11 +170,13 @@ class CodebookBuilder(wiring.Component):
         sizes = [1 << min(DIGIT_BITS, ww - d * DIGIT_BITS) for d in range(self.digits)]
         counters = [memory(f"buckets{d}", unsigned(pos_width), size, read_modify_write=True)
                     for d, size in enumerate(sizes)]
-        node_rp, node_wp = memory("nodes", unsigned(self.node_width), max(n - 1, 2))
-        # Parents and depths of the internal nodes (the leaves' follow from them).
-        parent_rp, parent_wp = memory("parents", unsigned(sw), max(n - 1, 2))
-        depth_rp, depth_wp = memory("depths", unsigned(depth_width), max(n - 1, 2),
-                                    read_modify_write=True)
+        # Internal nodes' weights, parents and depths (the leaves' depths follow from them).
+        # The root (node n - 2) is never stored: it is never taken, has no parent, and its
+        # depth is known. So R = 512 needs 1024 entries, one block RAM deep, not two.
+        inner_nodes = max(n - 2, 2)
+        node_rp, node_wp = memory("nodes", unsigned(self.node_width), inner_nodes)
+        parent_rp, parent_wp = memory("parents", unsigned(sw), inner_nodes)
+        depth_rp, depth_wp = memory("depths", unsigned(depth_width), inner_nodes)
         length_rp, length_wp = memory("lengths", unsigned(LENGTH_BITS), n)
 
         def unpack(word):
@@ -173,7 +187,7 @@ class CodebookBuilder(wiring.Component):
 
         # -- shared state -------------------------------------------------------------------
         idx = Signal(range(2 * n + buckets + 4))  # the item a phase issues next
-        pipe = Signal(4)  # valid bits of a phase's pipeline stages (1 to 4 clocks on)
+        pipe = Signal(6)  # valid bits of a phase's pipeline stages (1 to 6 clocks on)
         weight_or = Signal(ww)  # OR of all weights: its bit length is the largest's
         passes = Signal(range(self.digits + 1))
         digit = Signal(range(self.digits))
@@ -224,7 +238,11 @@ class CodebookBuilder(wiring.Component):
         # Pipeline registers shared by the phases (each phase uses the ones it needs).
         s1_idx, s2_idx = Signal.like(idx), Signal.like(idx)
         s1_elem, s2_elem, s3_elem = (Signal(sw + ww, name=f"s{k}_elem") for k in (1, 2, 3))
-        s2_parent = Signal(sw)
+        # The depth pass's parent, node and root flag in its later stages, its last write.
+        s2_parent, s3_parent, s4_parent = (Signal(sw, name=f"s{k}_parent") for k in (2, 3, 4))
+        s3_idx, s4_idx, last_idx, prev_idx = (Signal.like(idx) for _ in range(4))
+        s3_root, s4_root = Signal(), Signal()
+        s4_depth, last_depth, prev_depth = (Signal(depth_width) for _ in range(3))
         m.d.sync += [s1_idx.eq(idx), s2_idx.eq(s1_idx)]
 
         with m.FSM(name="phase") as phase:
@@ -234,8 +252,9 @@ class CodebookBuilder(wiring.Component):
                 m.d.comb += self.i.ready.eq(~clearing)
                 weight = Signal(ww)
                 m.d.comb += weight.eq(self.i.payload + 1)
-                wp = elem[0][1]
-                m.d.comb += [wp.addr.eq(idx), wp.data.eq(Cat(idx[:sw], weight)), wp.en.eq(take)]
+                for _, wp in elem:  # both: either may be the first pass's source
+                    m.d.comb += [wp.addr.eq(idx), wp.data.eq(Cat(idx[:sw], weight)),
+                                 wp.en.eq(take)]
                 for d in range(self.digits):
                     m.d.comb += [bump_bucket[d].eq(bucket(weight, d)), bump[d].eq(take)]
                 with m.If(take):
@@ -245,27 +264,32 @@ class CodebookBuilder(wiring.Component):
                         m.next = "LOADED"
 
             with m.State("LOADED"):  # the last counts' bucket updates land
-                m.d.sync += [pipe.eq(0), idx.eq(0), digit.eq(0), src.eq(0)]
-                # passes = ceil(bit_length(largest weight) / DIGIT_BITS), at least 1
-                m.d.sync += passes.eq(1)
+                m.d.sync += [pipe.eq(0), idx.eq(0), digit.eq(0)]
+                # passes = ceil(bit_length(largest weight) / DIGIT_BITS), at least 1; the
+                # first source is chosen so that the last pass always writes ``order1``,
+                # which the merge and the hand-out then read without a select.
+                m.d.sync += [passes.eq(1), src.eq(0)]
                 for p in range(2, self.digits + 1):
                     with m.If((weight_or >> (DIGIT_BITS * (p - 1))) != 0):
-                        m.d.sync += passes.eq(p)
+                        m.d.sync += [passes.eq(p), src.eq(p % 2 == 0)]
                 with m.If(~Cat(*bump_busy).any()):
                     m.next = "PREFIX"
 
             # -- radix sort: counts to start offsets, then scatter ----------------------------
             with m.State("PREFIX"):  # every digit's counters at once: they are independent
+                # 0: read a counter; 1: register it; 2: write the running sum, add the count.
                 issue = idx < buckets
                 running = [Signal(pos_width, name=f"running{d}") for d in range(self.digits)]
                 for (rp, cwp), run, size in zip(counters, running, sizes, strict=True):
-                    mine = pipe[0] & (s1_idx < size)  # a smaller table ends earlier
-                    m.d.comb += [rp.addr.eq(idx), cwp.addr.eq(s1_idx), cwp.data.eq(run),
+                    count = Signal(pos_width)
+                    m.d.sync += count.eq(rp.data)
+                    mine = pipe[1] & (s2_idx < size)  # a smaller table ends earlier
+                    m.d.comb += [rp.addr.eq(idx), cwp.addr.eq(s2_idx), cwp.data.eq(run),
                                  cwp.en.eq(mine)]
                     with m.If(mine):
-                        m.d.sync += run.eq(run + rp.data)
-                m.d.sync += [pipe[0].eq(issue), idx.eq(idx + issue)]
-                with m.If(~issue & ~pipe[0]):
+                        m.d.sync += run.eq(run + count)
+                m.d.sync += [pipe.eq(Cat(issue, pipe[0])), idx.eq(idx + issue)]
+                with m.If(~issue & (pipe[:2] == 0)):
                     m.d.sync += [idx.eq(0), pipe.eq(0)] + [run.eq(0) for run in running]
                     m.next = "SCATTER"
 
@@ -313,11 +337,10 @@ class CodebookBuilder(wiring.Component):
             leaf_addr_next = Signal(sw)
             node_addr_next = Signal(range(n))  # node + 1
             node_taken_r = Signal()  # the last take was an internal node
-            sorted_rp = [elem[k][0] for k in range(2)]
+            sorted_rp = elem[1][0]  # the last pass's output
 
             def read_leaf(ascending):
-                for rp in sorted_rp:
-                    m.d.comb += rp.addr.eq(n - 1 - ascending)
+                m.d.comb += sorted_rp.addr.eq(n - 1 - ascending)
 
             with m.State("MERGE_START"):
                 read_leaf(0)
@@ -335,7 +358,7 @@ class CodebookBuilder(wiring.Component):
                 m.d.sync += capture.eq(~capture)
                 made_w = first_w + taken_w_r  # the node the last take completes, if second
                 with m.If(capture):
-                    _, leaf_w = unpack(Mux(src, sorted_rp[1].data, sorted_rp[0].data))
+                    _, leaf_w = unpack(sorted_rp.data)
                     bypass = decided & second & (node == made)
                     made_next = made + (decided & second)
                     m.d.sync += [leaf_h.eq(leaf_w),
@@ -354,7 +377,7 @@ class CodebookBuilder(wiring.Component):
                             parent_wp.en.eq(node_taken_r),
                             node_wp.addr.eq(made),
                             node_wp.data.eq(made_w),
-                            node_wp.en.eq(second),
+                            node_wp.en.eq(second & (made != n - 2)),
                         ]
                         m.d.sync += [second.eq(~second), first_w.eq(taken_w_r)]
                         with m.If(second):
@@ -365,8 +388,7 @@ class CodebookBuilder(wiring.Component):
                                 m.next = "DEPTH"
                 with m.Else():
                     take_leaf = leaves_left & (queue_empty | (leaf_h <= node_h))
-                    for rp in sorted_rp:
-                        m.d.comb += rp.addr.eq(Mux(take_leaf, leaf_addr_next, leaf_addr))
+                    m.d.comb += sorted_rp.addr.eq(Mux(take_leaf, leaf_addr_next, leaf_addr))
                     m.d.comb += node_rp.addr.eq(Mux(take_leaf, node, node_addr_next))
                     m.d.sync += [
                         taken_w_r.eq(Mux(take_leaf, leaf_h, node_h)),
@@ -381,71 +403,93 @@ class CodebookBuilder(wiring.Component):
             # leaves, so the leaves per depth follow from the internal nodes per depth:
             # bl[d] = 2 inner[d - 1] - inner[d]. Half the items of a pass over all nodes.
             with m.State("DEPTH"):
+                # Five stages, every memory output into a register: (0) read the parent,
+                # (1) register it, (2) read the parent's depth, (3) register that, (4) add
+                # one and write. The two items just ahead write after this item's read, so
+                # their depths are forwarded from ``last_*`` and ``prev_*``. (A transparent
+                # read port instead let yosys drop the register after the table.)
                 issuing = remaining != 0
                 m.d.comb += parent_rp.addr.eq(idx)
                 m.d.sync += s2_parent.eq(parent_rp.data)
-                m.d.comb += depth_rp.addr.eq(parent_rp.data)
+                m.d.comb += depth_rp.addr.eq(s2_parent)  # the root's read is ignored
+                m.d.sync += [s3_parent.eq(s2_parent), s3_idx.eq(s2_idx),
+                             s3_root.eq(s2_parent == n - 2),
+                             s4_parent.eq(s3_parent), s4_idx.eq(s3_idx), s4_root.eq(s3_root),
+                             s4_depth.eq(depth_rp.data)]
+                parent_depth = Mux(pipe[4] & (s4_parent == last_idx), last_depth,
+                                   Mux(pipe[5] & (s4_parent == prev_idx), prev_depth, s4_depth))
                 depth = Signal(depth_width)
-                m.d.comb += depth.eq(Mux(s2_parent == n - 2, 1, depth_rp.data + 1))
-                m.d.comb += [depth_wp.addr.eq(s2_idx), depth_wp.data.eq(depth),
-                             depth_wp.en.eq(pipe[1])]
-                # Counted a clock later, from a register: the table's output reaches only
-                # the adder and the write port, not the per-depth counters' decoder.
-                depth_r = Signal(depth_width)
-                m.d.sync += depth_r.eq(depth)
-                with m.If(pipe[2]):
-                    with m.Switch(depth_r):
+                m.d.comb += depth.eq(Mux(s4_root, 1, parent_depth + 1))
+                m.d.comb += [depth_wp.addr.eq(s4_idx), depth_wp.data.eq(depth),
+                             depth_wp.en.eq(pipe[3])]
+                m.d.sync += [last_idx.eq(s4_idx), last_depth.eq(depth),
+                             prev_idx.eq(last_idx), prev_depth.eq(last_depth)]
+                # Counted a clock later, from a register: the adder reaches only the write
+                # port and a register, not the per-depth counters' decoder.
+                with m.If(pipe[4]):
+                    with m.Switch(last_depth):
                         for k in range(1, len(inner)):
                             with m.Case(k):
                                 m.d.sync += inner[k].eq(inner[k] + 1)
-                m.d.sync += [pipe.eq(Cat(issuing, pipe[:2])), idx.eq(idx - issuing),
+                m.d.sync += [pipe.eq(Cat(issuing, pipe[:5])), idx.eq(idx - issuing),
                              remaining.eq(remaining - issuing)]
                 with m.If(~issuing & (pipe == 0)):
                     m.next = "LEAVES"
+
+            # The K.3 limit's state (set up by LEAVES).
+            level = Signal(range(len(bl)), init=max_depth)
+            shorter = Signal(range(len(bl)))
+            found = Signal()  # ``shorter`` holds the level the next move takes a leaf from
+            here = Signal(pos_width)  # bl[level], kept in a register: a move takes 2 from it
+            stale = Signal()  # ``level`` changed: the next clock reloads ``here``
+            candidates = Signal(len(bl))  # non-empty levels two or more above ``level``
+            searched = Signal()  # ``candidates`` are ready
 
             with m.State("LEAVES"):
                 m.d.sync += bl[0].eq(0)
                 for k in range(1, len(bl)):
                     pair = inner[k - 1] << 1 if k - 1 < len(inner) else 0
                     m.d.sync += bl[k].eq(pair - (inner[k] if k < len(inner) else 0))
+                m.d.sync += stale.eq(1)
                 m.next = "LIMIT"
 
             # -- JPEG K.3 limit --------------------------------------------------------------
-            level = Signal(range(len(bl)), init=max_depth)
-            shorter = Signal(range(len(bl)))
-            found = Signal()  # ``shorter`` holds the level the next move takes a leaf from
             with m.State("LIMIT"):
                 # A move at (level, shorter) registered by a search clock; after it, the next
                 # shorter level is known without a search while the move stays on ``level``
                 # and the level above ``shorter`` is still at least two above ``level``.
-                here = Signal(pos_width)
-                with m.Switch(level):
-                    for k in range(len(bl)):
-                        with m.Case(k):
-                            m.d.comb += here.eq(bl[k])
-                with m.If(~found):
+                with m.If(stale):
+                    with m.Switch(level):
+                        for k in range(len(bl)):
+                            with m.Case(k):
+                                m.d.sync += here.eq(bl[k])
+                    m.d.sync += stale.eq(0)
+                with m.Elif(~found):
                     with m.If(level <= max_len):
                         m.d.sync += [idx.eq(1), cum[0].eq(0), next_code[0].eq(0)]
                         m.next = "CUMULATE"
                     with m.Elif(here == 0):
-                        m.d.sync += level.eq(level - 1)
-                    with m.Else():  # search: the nearest non-empty level two or more above
-                        for k in range(len(bl)):
-                            with m.If((bl[k] != 0) & (k + 2 <= level)):
-                                m.d.sync += shorter.eq(k)
-                        m.d.sync += found.eq(1)
+                        m.d.sync += [level.eq(level - 1), stale.eq(1)]
+                    with m.Elif(~searched):  # search: the non-empty levels two or more above
+                        m.d.sync += [candidates.eq(Cat((bl[k] != 0) & (k + 2 <= level)
+                                                       for k in range(len(bl)))),
+                                     searched.eq(1)]
+                    with m.Else():  # and the nearest of them, a clock later
+                        m.d.sync += [shorter.eq(highest_set(candidates)[1]), found.eq(1),
+                                     searched.eq(0)]
                 with m.Else():
                     for k in range(len(bl)):
                         delta = (Mux(level == k, -2, 0) + Mux(level == k + 1, 1, 0)
                                  + Mux(shorter + 1 == k, 2, 0) + Mux(shorter == k, -1, 0))
                         m.d.sync += bl[k].eq(bl[k] + delta)
+                    m.d.sync += here.eq(here - 2)
                     with m.If(here > 2):
                         with m.If(shorter + 3 <= level):
                             m.d.sync += shorter.eq(shorter + 1)
                         with m.Else():
                             m.d.sync += found.eq(0)
                     with m.Else():
-                        m.d.sync += [level.eq(level - 1), found.eq(0)]
+                        m.d.sync += [level.eq(level - 1), found.eq(0), stale.eq(1)]
 
             # -- first code and cumulative count per length ---------------------------------
             with m.State("CUMULATE"):
@@ -463,17 +507,19 @@ class CodebookBuilder(wiring.Component):
             # -- lengths in hand-out order -------------------------------------------------------
             with m.State("HANDOUT"):
                 issue = idx < n
-                for rp in sorted_rp:
-                    m.d.comb += rp.addr.eq(idx)
-                sym, _ = unpack(Mux(src, sorted_rp[1].data, sorted_rp[0].data))
+                m.d.comb += sorted_rp.addr.eq(idx)
+                sym, _ = unpack(sorted_rp.data)
                 above = Signal(max_len)  # rank >= cum[k], compared a clock ahead
                 m.d.sync += above.eq(Cat(idx >= cum[k] for k in range(1, max_len + 1)))
-                length = Signal(LENGTH_BITS)
-                m.d.comb += length.eq(1 + sum(above[k] for k in range(max_len - 1)))
-                m.d.comb += [length_wp.addr.eq(sym), length_wp.data.eq(length),
-                             length_wp.en.eq(pipe[0])]
-                m.d.sync += [pipe[0].eq(issue), idx.eq(idx + issue)]
-                with m.If(~issue & ~pipe[0]):
+                # Symbol and length registered, then written: the table's output reaches
+                # only a register, not the lengths table's address.
+                sym_r, length_r = Signal(sw), Signal(LENGTH_BITS)
+                m.d.sync += [sym_r.eq(sym),
+                             length_r.eq(1 + sum(above[k] for k in range(max_len - 1)))]
+                m.d.comb += [length_wp.addr.eq(sym_r), length_wp.data.eq(length_r),
+                             length_wp.en.eq(pipe[1])]
+                m.d.sync += [pipe.eq(Cat(issue, pipe[0])), idx.eq(idx + issue)]
+                with m.If(~issue & (pipe[:2] == 0)):
                     m.d.sync += [idx.eq(0), pipe.eq(0)]
                     m.next = "WAIT_COMMIT"
 
