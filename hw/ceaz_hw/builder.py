@@ -51,6 +51,8 @@ the number of depth counters.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth.hdl import Cat, Module, Mux, Signal, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.memory import Memory
@@ -76,6 +78,32 @@ def highest_set(bits):
         level = [(lo_v | hi_v, Mux(hi_v, hi_k, lo_k))
                  for (lo_v, lo_k), (hi_v, hi_k) in zip(level[::2], level[1::2], strict=True)]
     return level[0]
+
+
+#: An ECP5 block RAM is 1024 deep at 18 bits wide and 2048 deep at 9 bits.
+BRAM_DEEP_18, BRAM_WIDTH_2K = 1024, 9
+
+
+def _sliced_memory(m, name, width, depth, attrs):
+    """A table deeper than 1024 entries as 9-bit slices, each one block RAM 2048 deep.
+
+    Left whole, yosys cascades such a table two RAMs deep (R = 512 has 1026 symbols) and
+    selects after the RAMs' 5.8 ns output, which was the builder's slowest path; the slices
+    take as many RAMs and need no select. Returns (read, write) ports with the same names
+    as a Memory's (``addr``, ``data``, ``en``)."""
+    read = SimpleNamespace(addr=Signal(range(depth), name=f"{name}_raddr"),
+                           data=Signal(width, name=f"{name}_rdata"))
+    write = SimpleNamespace(addr=Signal(range(depth), name=f"{name}_waddr"),
+                            data=Signal(width, name=f"{name}_wdata"), en=Signal(name=f"{name}_we"))
+    for k, lo in enumerate(range(0, width, BRAM_WIDTH_2K)):
+        bits = min(BRAM_WIDTH_2K, width - lo)
+        mem = Memory(shape=unsigned(bits), depth=depth, init=[], attrs=attrs)
+        m.submodules[f"{name}_{k}"] = mem
+        wp, rp = mem.write_port(), mem.read_port()
+        m.d.comb += [wp.addr.eq(write.addr), wp.data.eq(write.data[lo:lo + bits]),
+                     wp.en.eq(write.en), rp.addr.eq(read.addr),
+                     read.data[lo:lo + bits].eq(rp.data)]
+    return read, write
 
 
 def max_huffman_depth(total_weight: int, n_symbols: int) -> int:
@@ -159,6 +187,9 @@ class CodebookBuilder(wiring.Component):
             transparent, so an item sees the write of the item just before it. Large tables
             ask for block RAM by name: yosys put some in LUT RAM (2300 LUT4 more)."""
             attrs = {"ram_style": "block"} if depth >= 256 else {}
+            width = shape.width
+            if depth > BRAM_DEEP_18 and width > BRAM_WIDTH_2K and not read_modify_write:
+                return _sliced_memory(m, name, width, depth, attrs)
             mem = Memory(shape=shape, depth=depth, init=[], attrs=attrs)
             m.submodules[name] = mem
             wp = mem.write_port()
@@ -237,7 +268,8 @@ class CodebookBuilder(wiring.Component):
 
         # Pipeline registers shared by the phases (each phase uses the ones it needs).
         s1_idx, s2_idx = Signal.like(idx), Signal.like(idx)
-        s1_elem, s2_elem, s3_elem = (Signal(sw + ww, name=f"s{k}_elem") for k in (1, 2, 3))
+        s1_raw = [Signal(sw + ww, name=f"s1_raw{k}") for k in range(2)]  # both tables' reads
+        s2_elem, s3_elem = (Signal(sw + ww, name=f"s{k}_elem") for k in (2, 3))
         # The depth pass's parent, node and root flag in its later stages, its last write.
         s2_parent, s3_parent, s4_parent = (Signal(sw, name=f"s{k}_parent") for k in (2, 3, 4))
         s3_idx, s4_idx, last_idx, prev_idx = (Signal.like(idx) for _ in range(4))
@@ -298,8 +330,11 @@ class CodebookBuilder(wiring.Component):
                 # 0: read the source slot; 1: register it; 2: read its bucket's offset;
                 # 3: register that; 4: write the element there and the offset + 1 back.
                 m.d.comb += [elem[0][0].addr.eq(idx), elem[1][0].addr.eq(idx)]
-                m.d.sync += [s1_elem.eq(Mux(src, elem[1][0].data, elem[0][0].data)),
-                             s2_elem.eq(s1_elem), s3_elem.eq(s2_elem)]
+                # Both tables' outputs are registered, then the source picked: the select
+                # is not on a block RAM's output path.
+                s1_elem = Mux(src, s1_raw[1], s1_raw[0])
+                m.d.sync += [s1_raw[k].eq(elem[k][0].data) for k in range(2)]
+                m.d.sync += [s2_elem.eq(s1_elem), s3_elem.eq(s2_elem)]
                 with m.Switch(digit):
                     for d in range(self.digits):
                         with m.Case(d):
@@ -478,9 +513,12 @@ class CodebookBuilder(wiring.Component):
                         m.d.sync += [shorter.eq(highest_set(candidates)[1]), found.eq(1),
                                      searched.eq(0)]
                 with m.Else():
+                    # One added constant per counter, picked by comparisons with constants
+                    # (shorter <= level - 2, so at most -2, or +1 and +2 together, apply).
                     for k in range(len(bl)):
-                        delta = (Mux(level == k, -2, 0) + Mux(level == k + 1, 1, 0)
-                                 + Mux(shorter + 1 == k, 2, 0) + Mux(shorter == k, -1, 0))
+                        delta = Mux(level == k, -2,
+                                    Mux(level == k + 1, Mux(shorter == k - 1, 3, 1),
+                                        Mux(shorter == k - 1, 2, Mux(shorter == k, -1, 0))))
                         m.d.sync += bl[k].eq(bl[k] + delta)
                     m.d.sync += here.eq(here - 2)
                     with m.If(here > 2):
