@@ -219,6 +219,14 @@ class CodebookBuilder(wiring.Component):
         # -- shared state -------------------------------------------------------------------
         idx = Signal(range(2 * n + buckets + 4))  # the item a phase issues next
         pipe = Signal(6)  # valid bits of a phase's pipeline stages (1 to 6 clocks on)
+        issuing = Signal()  # a walk over idx = 0 .. limit - 1 has items left (a register)
+
+        def issue_until(limit):
+            """Issue idx = 0 .. limit - 1, one per clock. The flag is a register, so neither
+            a comparison nor the increment lies on the path into idx's next-value select."""
+            with m.If(issuing):
+                m.d.sync += [idx.eq(idx + 1), issuing.eq(idx != limit - 1)]
+            return issuing
         weight_or = Signal(ww)  # OR of all weights: its bit length is the largest's
         passes = Signal(range(self.digits + 1))
         digit = Signal(range(self.digits))
@@ -296,7 +304,7 @@ class CodebookBuilder(wiring.Component):
                         m.next = "LOADED"
 
             with m.State("LOADED"):  # the last counts' bucket updates land
-                m.d.sync += [pipe.eq(0), idx.eq(0), digit.eq(0)]
+                m.d.sync += [pipe.eq(0), idx.eq(0), issuing.eq(1), digit.eq(0)]
                 # passes = ceil(bit_length(largest weight) / DIGIT_BITS), at least 1; the
                 # first source is chosen so that the last pass always writes ``order1``,
                 # which the merge and the hand-out then read without a select.
@@ -310,7 +318,7 @@ class CodebookBuilder(wiring.Component):
             # -- radix sort: counts to start offsets, then scatter ----------------------------
             with m.State("PREFIX"):  # every digit's counters at once: they are independent
                 # 0: read a counter; 1: register it; 2: write the running sum, add the count.
-                issue = idx < buckets
+                issue = issue_until(buckets)
                 running = [Signal(pos_width, name=f"running{d}") for d in range(self.digits)]
                 for (rp, cwp), run, size in zip(counters, running, sizes, strict=True):
                     count = Signal(pos_width)
@@ -320,13 +328,14 @@ class CodebookBuilder(wiring.Component):
                                  cwp.en.eq(mine)]
                     with m.If(mine):
                         m.d.sync += run.eq(run + count)
-                m.d.sync += [pipe.eq(Cat(issue, pipe[0])), idx.eq(idx + issue)]
+                m.d.sync += pipe.eq(Cat(issue, pipe[0]))
                 with m.If(~issue & (pipe[:2] == 0)):
-                    m.d.sync += [idx.eq(0), pipe.eq(0)] + [run.eq(0) for run in running]
+                    m.d.sync += [idx.eq(0), issuing.eq(1), pipe.eq(0)]
+                    m.d.sync += [run.eq(0) for run in running]
                     m.next = "SCATTER"
 
             with m.State("SCATTER"):
-                issue = idx < n
+                issue = issue_until(n)
                 # 0: read the source slot; 1: register it; 2: read its bucket's offset;
                 # 3: register that; 4: write the element there and the offset + 1 back.
                 m.d.comb += [elem[0][0].addr.eq(idx), elem[1][0].addr.eq(idx)]
@@ -345,9 +354,10 @@ class CodebookBuilder(wiring.Component):
                                 with m.If(src != k):
                                     m.d.comb += [dst_wp.addr.eq(bump_pos[d]),
                                                  dst_wp.data.eq(s3_elem), dst_wp.en.eq(pipe[3])]
-                m.d.sync += [pipe.eq(Cat(issue, pipe[:3])), idx.eq(idx + issue)]
+                m.d.sync += pipe.eq(Cat(issue, pipe[:3]))
                 with m.If(~issue & (pipe == 0)):
-                    m.d.sync += [idx.eq(0), pipe.eq(0), src.eq(~src), digit.eq(digit + 1)]
+                    m.d.sync += [idx.eq(0), issuing.eq(1), pipe.eq(0), src.eq(~src),
+                                 digit.eq(digit + 1)]
                     with m.If(digit + 1 == passes):
                         m.d.sync += clearing.eq(1)  # the counters are free: zero them now
                         m.next = "MERGE_START"
@@ -382,6 +392,10 @@ class CodebookBuilder(wiring.Component):
                 m.d.comb += node_rp.addr.eq(0)
                 m.d.sync += [leaf.eq(0), node.eq(0), made.eq(0), second.eq(0), capture.eq(1),
                              decided.eq(0)]
+                # The depth pass's start, set here: the merge's last take then changes the
+                # state alone, not 30 counters as well.
+                m.d.sync += [idx.eq(n - 3), remaining.eq(n - 2), pipe.eq(0)]
+                m.d.sync += [inner[0].eq(1)] + [c.eq(0) for c in inner[1:]]
                 m.next = "MERGE"
 
             # Two clocks per take. ``capture`` registers the heads the read ports show (the
@@ -418,8 +432,6 @@ class CodebookBuilder(wiring.Component):
                         with m.If(second):
                             m.d.sync += made.eq(made + 1)
                             with m.If(made == n - 2):
-                                m.d.sync += [idx.eq(n - 3), remaining.eq(n - 2), pipe.eq(0)]
-                                m.d.sync += [inner[0].eq(1)] + [c.eq(0) for c in inner[1:]]
                                 m.next = "DEPTH"
                 with m.Else():
                     take_leaf = leaves_left & (queue_empty | (leaf_h <= node_h))
@@ -443,7 +455,7 @@ class CodebookBuilder(wiring.Component):
                 # one and write. The two items just ahead write after this item's read, so
                 # their depths are forwarded from ``last_*`` and ``prev_*``. (A transparent
                 # read port instead let yosys drop the register after the table.)
-                issuing = remaining != 0
+                reading = remaining != 0
                 m.d.comb += parent_rp.addr.eq(idx)
                 m.d.sync += s2_parent.eq(parent_rp.data)
                 m.d.comb += depth_rp.addr.eq(s2_parent)  # the root's read is ignored
@@ -466,9 +478,9 @@ class CodebookBuilder(wiring.Component):
                         for k in range(1, len(inner)):
                             with m.Case(k):
                                 m.d.sync += inner[k].eq(inner[k] + 1)
-                m.d.sync += [pipe.eq(Cat(issuing, pipe[:5])), idx.eq(idx - issuing),
-                             remaining.eq(remaining - issuing)]
-                with m.If(~issuing & (pipe == 0)):
+                m.d.sync += [pipe.eq(Cat(reading, pipe[:5])), idx.eq(idx - reading),
+                             remaining.eq(remaining - reading)]
+                with m.If(~reading & (pipe == 0)):
                     m.next = "LEAVES"
 
             # The K.3 limit's state (set up by LEAVES).
@@ -539,12 +551,12 @@ class CodebookBuilder(wiring.Component):
                         ]
                 m.d.sync += idx.eq(idx + 1)
                 with m.If(idx == max_len):
-                    m.d.sync += [idx.eq(0), pipe.eq(0), level.eq(max_depth)]
+                    m.d.sync += [idx.eq(0), issuing.eq(1), pipe.eq(0), level.eq(max_depth)]
                     m.next = "HANDOUT"
 
             # -- lengths in hand-out order -------------------------------------------------------
             with m.State("HANDOUT"):
-                issue = idx < n
+                issue = issue_until(n)
                 m.d.comb += sorted_rp.addr.eq(idx)
                 sym, _ = unpack(sorted_rp.data)
                 above = Signal(max_len)  # rank >= cum[k], compared a clock ahead
@@ -556,9 +568,9 @@ class CodebookBuilder(wiring.Component):
                              length_r.eq(1 + sum(above[k] for k in range(max_len - 1)))]
                 m.d.comb += [length_wp.addr.eq(sym_r), length_wp.data.eq(length_r),
                              length_wp.en.eq(pipe[1])]
-                m.d.sync += [pipe.eq(Cat(issue, pipe[0])), idx.eq(idx + issue)]
+                m.d.sync += pipe.eq(Cat(issue, pipe[0]))
                 with m.If(~issue & (pipe[:2] == 0)):
-                    m.d.sync += [idx.eq(0), pipe.eq(0)]
+                    m.d.sync += [idx.eq(0), issuing.eq(1), pipe.eq(0)]
                     m.next = "WAIT_COMMIT"
 
             # -- codes, written like host CB_DATA writes, then the commit ------------------
@@ -569,7 +581,7 @@ class CodebookBuilder(wiring.Component):
             with m.State("CODES"):
                 # 0: read the length; 1: register it; 2: its next code, written out (the
                 # table's output does not reach the 16-way select of the code counters).
-                issue = idx < n
+                issue = issue_until(n)
                 m.d.comb += length_rp.addr.eq(idx)
                 length = Signal(LENGTH_BITS)
                 m.d.sync += length.eq(length_rp.data)
@@ -585,7 +597,6 @@ class CodebookBuilder(wiring.Component):
                     self.cb_data.eq(Cat(code[:max_len], length)),
                     self.cb_we.eq(pipe[1]),
                     pipe.eq(Cat(issue, pipe[0])),
-                    idx.eq(idx + issue),
                 ]
                 with m.If(~issue & (pipe[:2] == 0)):
                     m.d.sync += [self.cb_commit.eq(1), idx.eq(0), pipe.eq(0),
