@@ -61,14 +61,16 @@ def rank_reassign(hist: np.ndarray, radius: int) -> np.ndarray:
 
 
 def lagged_books(hists: list[np.ndarray], radius: int, lag: int, build: Build) -> list:
-    """Chunk k's lengths from chunk k - lag's histogram; the offline book before (and at lag 0,
-    the chunk's own histogram: not realisable while streaming, the reference)."""
+    """Chunk k's lengths from chunk k - lag's histogram; before that the family book picked from
+    chunk 0's histogram, as the codec does (and at lag 0, the chunk's own histogram: not
+    realisable while streaming, the reference)."""
+    first = huffman.offline_book(radius, huffman.pick_offline_book(hists[0], radius))
     books = []
     for k, hist in enumerate(hists):
         if lag == 0:
             books.append(build(hist, radius))
         elif k < lag:
-            books.append(huffman.offline_lengths(radius))
+            books.append(first)
         else:
             books.append(build(hists[k - lag], radius))
     return books

@@ -55,7 +55,8 @@ def _first_chunk(x: np.ndarray):
     coding = Coding(header.qparams, header.radius, header.sync_interval)
     box = next(iter(tiling.boxes(header.shape3, header.chunk)))
     values = np.ascontiguousarray(x.reshape(header.shape3)[box.slices])
-    return values, box, coding, codec.CodebookSchedule(header.radius, 1).next_lengths()
+    lengths = codec.CodebookSchedule(header.radius, 1).next_lengths(values, box, coding)
+    return values, box, coding, lengths
 
 
 def _assert_codes_like_model(coder, x: np.ndarray) -> None:
