@@ -166,8 +166,9 @@ def first_book(values: np.ndarray, box: tiling.Box, coding: Coding, use_jit: boo
     0's own histogram. Every coder (the model, the card's driver, MPI ranks, rate control)
     reaches it through `CodebookSchedule`, so the card's bytes equal the model's.
 
-    The histogram comes from the model's own chunk coder, whose compiled path is ~15x faster
-    than `chunk.chunk_symbols` (one extra pass over chunk 0); any book gives the same counts.
+    The histogram comes from the model's own chunk coder (its compiled path is much faster
+    than `chunk.chunk_symbols`'s numpy one): one extra pass over chunk 0; any book gives the
+    same counts.
     """
     hist = code_chunk(values, box, coding, huffman.offline_lengths(coding.radius), use_jit).hist
     return huffman.pick_offline_book(hist, coding.radius)
