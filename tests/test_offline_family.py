@@ -26,12 +26,14 @@ def test_every_book_is_a_complete_code_and_book_0_is_the_trained_book(radius):
         assert huffman.is_complete(book), i
 
 
-def test_the_family_is_deterministic_and_built_by_the_normal_construction():
+@pytest.mark.parametrize("radius", RADII)
+def test_the_family_is_deterministic_and_built_by_the_normal_construction(radius):
+    """The cached books (compiled build) equal this module's reference build, afresh."""
     huffman._family.cache_clear()
     for i in range(huffman.n_offline_books()):
-        hist = huffman.offline_book_histogram(512, i)
+        hist = huffman.offline_book_histogram(radius, i)
         rebuilt = huffman.code_lengths(huffman.weights_from_histogram(hist))
-        assert np.array_equal(rebuilt, huffman.offline_book(512, i))
+        assert np.array_equal(rebuilt, huffman.offline_book(radius, i))
 
 
 def test_the_family_spans_narrow_to_wide_fields():

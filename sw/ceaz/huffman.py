@@ -233,9 +233,14 @@ def offline_book_histogram(radius: int, index: int) -> np.ndarray:
 
 @lru_cache(maxsize=64)
 def _family(radius: int) -> np.ndarray:
-    """Every book of the family as rows of one read-only (books, symbols) uint8 array."""
+    """Every book of the family as rows of one read-only (books, symbols) uint8 array.
+
+    Built with the compiled `code_lengths` (the same lengths; tests check it), because this
+    module's pure-Python build takes seconds for 24 books at the largest radius."""
+    from . import _jit  # imports this module, so not at the top
+
     books = [offline_lengths(radius)] + [
-        code_lengths(weights_from_histogram(offline_book_histogram(radius, i)))
+        _jit.code_lengths(weights_from_histogram(offline_book_histogram(radius, i)))
         for i in range(1, n_offline_books())
     ]
     family = np.stack(books)
