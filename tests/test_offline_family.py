@@ -120,3 +120,50 @@ def test_the_picked_book_codes_a_wide_field_in_fewer_bits_than_the_trained_book(
     bits = [codec.code_chunk(values, box, coding, huffman.offline_book(h.radius, i)).payload_bits
             for i in (0, pick)]
     assert pick != 0 and bits[1] < 0.9 * bits[0]
+
+
+def _spec_histogram(radius: int, index: int) -> list[int]:
+    """docs/format.md section 7 ("The offline books"), transcribed with plain ints."""
+    from math import isqrt
+
+    t_hist, beyond, verbatim, fill = (np.asarray(v).tolist() for v in huffman._offline_data())
+    big = (len(t_hist) - 1) // 2
+
+    def T(t: int) -> int:
+        return t_hist[big + t]
+
+    h = [0] * (2 * radius + 2)
+    if index == 0:
+        for d in range(-radius + 1, radius):
+            h[radius + d] = T(d)
+        h[0] = sum(t_hist) - sum(h) + beyond
+        h[2 * radius], h[2 * radius + 1] = verbatim, fill
+    elif index <= 6:
+        f = isqrt(2 ** (32 + index))
+        for d in range(radius):
+            h[radius + d] = T(d * 2**16 // f)
+            h[radius - d] = T(-(d * 2**16 // f))
+        e = (radius - 1) * 2**16 // f + 1
+        tail = sum(T(t) for t in range(-big, big + 1) if abs(t) >= e)
+        h[0] = f * tail // 2**16 + beyond
+        h[2 * radius], h[2 * radius + 1] = verbatim, fill
+    else:
+        a = 2**16 - isqrt(2 ** (32 - (index - 6)))
+        w = [2**40]
+        for _ in range(radius):
+            w.append(w[-1] * a >> 16)
+        for d in range(radius):
+            h[radius + d] = h[radius - d] = w[d]
+        floor = 2**40 >> 14
+        h[0] = 2 * (w[radius] * 2**16 // (2**16 - a)) + floor
+        h[2 * radius] = h[2 * radius + 1] = floor
+    return h
+
+
+@pytest.mark.parametrize("radius", [2, 16, 512])
+def test_the_spec_in_format_md_rebuilds_every_book(radius):
+    for i in range(huffman.n_offline_books()):
+        spec = np.array(_spec_histogram(radius, i), dtype=np.uint64)
+        assert np.array_equal(spec, huffman.offline_book_histogram(radius, i)), i
+        lengths = huffman.code_lengths(huffman.weights_from_histogram(spec))
+        assert np.array_equal(lengths, huffman.offline_book(radius, i)), i
