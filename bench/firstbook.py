@@ -6,8 +6,9 @@ For every real field and relative bound (default settings), chunk 0's symbol his
 from the codec's own encoder, as `ceaz.codec.first_book` takes it. Each candidate set of
 offline books codes it with its cheapest member (the pick rule of docs/format.md, section 7);
 the cost is hist . lengths, the Huffman part of chunk 0's payload, as % over the chunk's own
-entropy. *own book* is the book built from the chunk's own histogram, which the encoder could
-only use by sending chunk 0 twice through the card. Writes bench/firstbook.md.
+entropy. *own book* is the book built from the chunk's own histogram (the encoder holds that
+histogram after its extra pass, so this is the bound a family can approach). Writes
+bench/firstbook.md.
 """
 
 from __future__ import annotations
