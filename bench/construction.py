@@ -61,14 +61,16 @@ def rank_reassign(hist: np.ndarray, radius: int) -> np.ndarray:
 
 
 def lagged_books(hists: list[np.ndarray], radius: int, lag: int, build: Build) -> list:
-    """Chunk k's lengths from chunk k - lag's histogram; the offline book before (and at lag 0,
-    the chunk's own histogram: not realisable while streaming, the reference)."""
+    """Chunk k's lengths from chunk k - lag's histogram; before that the family book picked from
+    chunk 0's histogram, as the codec does (and at lag 0, the chunk's own histogram: not
+    realisable while streaming, the reference)."""
+    first = huffman.offline_book(radius, huffman.pick_offline_book(hists[0], radius))
     books = []
     for k, hist in enumerate(hists):
         if lag == 0:
             books.append(build(hist, radius))
         elif k < lag:
-            books.append(huffman.offline_lengths(radius))
+            books.append(first)
         else:
             books.append(build(hists[k - lag], radius))
     return books
@@ -194,7 +196,8 @@ def write(rows: list[dict], bounds: list[float], seconds: float) -> None:
         "and left out (column *raw b/v*). Default settings: radius 512, chunks of about 2**18 "
         "values. *full*: the codec's length-limited Huffman build from chunk k - lag's "
         "histogram; *rank*: the offline book's sorted lengths handed out shortest first by "
-        "chunk k - lag's counts (CEAZ); both use the offline book for the first `lag` chunks. "
+        "chunk k - lag's counts (CEAZ); both use the first book (the offline book picked from "
+        "chunk 0's histogram, as the codec does) for the first `lag` chunks. "
         "*offline*: the offline book throughout. *rank own*: rank reassignment by the chunk's "
         "own counts (lag 0, not realisable while streaming): the cost of the fixed profile "
         "alone. *optimal b/v* and *entropy b/v* are bits per value.", "",
@@ -210,7 +213,7 @@ def write(rows: list[dict], bounds: list[float], seconds: float) -> None:
         lines.append(f"| bound {eb:g} | " + " | ".join(_pct(loss_pct(t, s)) for s in cols) + " |")
     lines += [
         "", "*adapted only* leaves out each field's first two chunks, where a lagged strategy "
-        "still uses the offline book, so it compares the constructions alone; the COLPEX "
+        "still uses the first book, so it compares the constructions alone; the COLPEX "
         "fields have two chunks each and drop out of it entirely.", "",
         "## Adapted chunks per field, all bounds", "",
         "| field | chunks | " + " | ".join(cols) + " |",

@@ -120,7 +120,8 @@ class TB(StreamBench):
         """Stream ``array`` through the card chunk by chunk; compare every chunk's output.
 
         ``on_chip``: the card adapts its codebooks itself (ADAPT, lag 2); the host writes the
-        offline book once, after a soft reset that restarts the card's chunk numbering."""
+        schedule's first book (picked from chunk 0) once, after a soft reset that restarts
+        the card's chunk numbering."""
         settings = settings or self.settings
         header = codec.make_header(array, eb, mode, settings)
         coding = Coding(header.qparams, header.radius, header.sync_interval)
@@ -133,14 +134,16 @@ class TB(StreamBench):
             self.book = None
             await self.wait_status(STATUS.HIST_CLEARING, 0)
             await self.write("ADAPT", 1)
-            await self.load_book(huffman.offline_lengths(header.radius))
+            first = next(iter(tiling.boxes(header.shape3, header.chunk)))
+            values = np.ascontiguousarray(src3[first.slices])
+            await self.load_book(schedule.next_lengths(values, first, coding))
         await self.configure(header)
         expected = []
         receiver = cocotb.start_soon(self._receive(expected, label))
         shape = None
         for box in tiling.boxes(header.shape3, header.chunk):
             values = np.ascontiguousarray(src3[box.slices])
-            lengths = schedule.next_lengths()
+            lengths = schedule.next_lengths(values, box, coding)
             enc = code_chunk(values, box, coding, lengths)
             schedule.observe(enc.hist)
             if box.shape != shape:

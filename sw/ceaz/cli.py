@@ -108,7 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--adapt-lag", type=int, choices=(0, 1, 2), default=fmt.DEFAULT_ADAPT_LAG,
         help="chunk k's codebook comes from chunk k-LAG's histogram (0: the offline book "
-             "only); with 2 the card builds the books on chip",
+             "picked for chunk 0, for every chunk); with 2 the card builds the books on chip",
     )  # fmt: skip
     p.add_argument(
         "--backend", choices=BACKENDS, default="model",

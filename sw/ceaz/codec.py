@@ -4,7 +4,8 @@ Streaming is the normal case: the encoder reads one chunk box at a time from any
 (a numpy memory map included) and writes records as they are made, and the decoder reads one
 batch of chunk records at a time, so peak memory is a small multiple of the chunk size.
 Codebook adaptation follows the hardware: chunk k is coded with the book built from the
-histogram of chunk k - adapt_lag, and the first chunks with the offline book.
+histogram of chunk k - adapt_lag, and the first chunks with the offline book that
+best fits chunk 0 (one of a fixed family, `huffman.offline_book`).
 """
 
 from __future__ import annotations
@@ -160,18 +161,40 @@ def make_header(
     )
 
 
+def first_book(values: np.ndarray, box: tiling.Box, coding: Coding, use_jit: bool = True) -> int:
+    """The family book (`huffman.offline_book`) for a stream's first chunks, picked from chunk
+    0's own histogram. Every coder (the model, the card's driver, MPI ranks, rate control)
+    reaches it through `CodebookSchedule`, so the card's bytes equal the model's.
+
+    The histogram comes from the model's own chunk coder (its compiled path is much faster
+    than `chunk.chunk_symbols`'s numpy one): one extra pass over chunk 0; any book gives the
+    same counts.
+    """
+    hist = code_chunk(values, box, coding, huffman.offline_lengths(coding.radius), use_jit).hist
+    return huffman.pick_offline_book(hist, coding.radius)
+
+
 class CodebookSchedule:
-    """Which code lengths code the next chunk: the adaptation rule shared with the RTL."""
+    """Which code lengths code the next chunk: the adaptation rule shared with the RTL.
+
+    Chunk k is coded with the book built from chunk k - lag's histogram; the first ``lag``
+    chunks (every chunk if lag is 0) with the family book picked from the first chunk's own
+    histogram (`first_book`).
+    """
 
     def __init__(self, radius: int, lag: int, use_jit: bool = True):
         self.radius = radius
         self.lag = lag
         self.use_jit = use_jit
         self.history: deque[np.ndarray] = deque()
+        self.first: int | None = None  # the picked family book, once the first chunk is seen
 
-    def next_lengths(self) -> np.ndarray:
+    def next_lengths(self, values: np.ndarray, box: tiling.Box, coding: Coding) -> np.ndarray:
+        """The lengths for the chunk of ``values`` (read only for the stream's first chunk)."""
         if self.lag == 0 or len(self.history) < self.lag:
-            return huffman.offline_lengths(self.radius)
+            if self.first is None:
+                self.first = first_book(values, box, coding, self.use_jit)
+            return huffman.offline_book(self.radius, self.first)
         weights = huffman.weights_from_histogram(self.history[0])
         if self.use_jit:
             from . import _jit
@@ -234,7 +257,8 @@ def encode_stream(
         values = np.ascontiguousarray(src3[box.slices], dtype=header.dtype)
         if prefetch is not None and i + 1 < len(boxes):
             prefetch(src3[boxes[i + 1].slices], boxes[i + 1])
-        enc = store_if_larger(coder(values, box, coding, schedule.next_lengths()), values)
+        lengths = schedule.next_lengths(values, box, coding)
+        enc = store_if_larger(coder(values, box, coding, lengths), values)
         schedule.observe(enc.hist)
         offsets.append(pos)
         pos += out.write(pack_chunk(enc))

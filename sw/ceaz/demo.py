@@ -49,7 +49,8 @@ def run(names: list[str], eb_rel: float, backend: str = "sim", adapt_lag: int = 
     with coder_for(backend, settings) as coder:
         where = "the CPU model" if coder is None else f"the {backend} card, {coder.lanes} lanes"
         print(f"compressing on {where}; decompressing on the CPU")
-        books = {0: "the offline book only", 1: "built by the host from the previous chunk",
+        books = {0: "the offline book picked for chunk 0",
+                 1: "built by the host from the previous chunk",
                  2: "built from the chunk two back" + (", on the card" if coder else "")}
         print(f"codebooks: {books[adapt_lag]} (adapt lag {adapt_lag})\n")
         ok = _fields(names, eb_rel, settings, coder)

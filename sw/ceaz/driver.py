@@ -8,7 +8,8 @@ histogram back for the next chunk's codebook (host-side adaptation). Two input b
 alternate: while the card compresses one chunk, the host copies the next into the other.
 
 A stream with adapt lag 2 adapts on chip instead (the card's ADAPT mode, docs/hardware.md
-"Codebook builder"): the host writes only the offline book, and the card builds chunk k's
+"Codebook builder"): the host writes only the first book (the family book that the
+schedule picked from chunk 0, `ceaz.codec.first_book`), and the card builds chunk k's
 book from chunk k-2's histogram itself. The host still reads each histogram back, because
 the container records every chunk's code lengths and the host's schedule computes them.
 """
@@ -175,7 +176,7 @@ class CardCoder:
     def start_stream(self, header) -> None:
         """Called by `encode_stream` before a stream's first chunk. A stream with adapt lag 2
         adapts on chip: a soft reset restarts the card's chunk numbering, ADAPT is set, and
-        the first chunk loads the offline book. Other lags adapt on the host."""
+        the first chunk loads the schedule's first book. Other lags adapt on the host."""
         ip = self.ip
         ip.wait_status(regmap.STATUS.BUSY, False, self.timeout)
         self._forget()
@@ -274,18 +275,17 @@ class CardCoder:
             raise
 
     def _adapted_book(self, lengths: np.ndarray) -> None:
-        """On-chip adaptation: load the offline book for chunk 0; later books are the card's,
-        equal to the host schedule's ``lengths`` (the builder is bit-exact with the model)."""
+        """On-chip adaptation: load the schedule's book for chunk 0 (the family book it picked
+        from chunk 0's histogram) and keep it for chunk 1; later books are the card's, equal
+        to the schedule's ``lengths`` (the builder is bit-exact with the model)."""
         if self._adapt_chunk is None:
             raise DeviceError("on-chip adaptation lost its place after an error; restart "
                               "the stream")
-        if self._adapt_chunk < regmap.ADAPT_LAG:
-            offline = huffman.offline_lengths(self.radius)
-            if not np.array_equal(lengths, offline):
-                raise DeviceError(f"chunk {self._adapt_chunk} of an on-chip adapted stream "
-                                  "must use the offline book")
-            if self._book is None:
-                self.ip.load_codebook(offline, self.timeout)
+        if self._adapt_chunk == 0:
+            self.ip.load_codebook(lengths, self.timeout)
+        elif self._adapt_chunk < regmap.ADAPT_LAG and not np.array_equal(lengths, self._book):
+            raise DeviceError(f"chunk {self._adapt_chunk} of an on-chip adapted stream must "
+                              "use chunk 0's book: the card holds it until it adapts")
         self._book = np.array(lengths, dtype=np.uint8)
 
     def _clock(self):

@@ -7,6 +7,7 @@ histogram determines its code lengths exactly. Hand-written (no library) for tha
 
 from __future__ import annotations
 
+import math
 from functools import cache, lru_cache
 from importlib import resources
 
@@ -152,7 +153,112 @@ def offline_histogram(radius: int) -> np.ndarray:
 
 @lru_cache(maxsize=64)
 def offline_lengths(radius: int) -> np.ndarray:
-    """Code lengths of the offline book that codes the first chunk(s) of every stream."""
+    """Code lengths of the trained offline book: book 0 of the family (`offline_book`)."""
     lengths = code_lengths(weights_from_histogram(offline_histogram(radius)))
     lengths.flags.writeable = False
     return lengths
+
+
+# --- the family of offline books -----------------------------------------------------------
+#
+# One trained book cannot fit fields whose residual entropy ranges from 1 to 9 bits/value, so
+# the encoder picks, from chunk 0's own histogram, one of a fixed family of books for the
+# chunks before adaptation. docs/format.md ("The offline books") specifies the construction;
+# every step is integer arithmetic, so any encoder rebuilds the same books.
+
+#: Books 1..WIDENED: the trained shape widened by 2**(k/2), k = 1..WIDENED.
+WIDENED = 6
+#: Then GEOMETRIC two-sided geometric books, decay 1 - 2**(-j/2) per step, j = 1..GEOMETRIC.
+GEOMETRIC = 18
+#: Fixed-point unit of the geometric decay and of the widening factor.
+_ONE = 1 << 16
+#: Weight of residual 0 in a geometric book; the escape floor is this >> _ESCAPE_SHIFT.
+_GEO_PEAK = 1 << 40
+_ESCAPE_SHIFT = 14
+
+
+def n_offline_books() -> int:
+    """Size of the family: the trained book, its widened copies, the geometric books."""
+    return 1 + WIDENED + GEOMETRIC
+
+
+def _widened_histogram(radius: int, k: int) -> np.ndarray:
+    """The trained residual counts stretched 2**(k/2) times wider: residual d takes the count
+    of trained residual sign(d) * floor(|d| / f), f = isqrt(2**(32 + k)) / 2**16."""
+    delta_hist, beyond, verbatim, fill = _offline_data()
+    h = (len(delta_hist) - 1) // 2
+    f = math.isqrt(1 << (32 + k))
+    t = np.arange(radius, dtype=np.int64) * _ONE // f  # trained residual of |d| = 0..R-1
+    hist = np.zeros(fmt.n_symbols(radius), dtype=np.uint64)
+    hist[radius : 2 * radius] = delta_hist[h + t]
+    hist[1 : radius + 1] = delta_hist[h - t[::-1]]
+    edge = int(t[-1]) + 1  # trained residuals beyond the stretched band fold into the outlier
+    tail = int(delta_hist[: h - edge + 1].sum()) + int(delta_hist[h + edge :].sum())
+    hist[fmt.SYM_OUTLIER] = np.uint64(tail * f // _ONE + beyond)
+    hist[fmt.sym_verbatim(radius)] = verbatim
+    hist[fmt.sym_fill(radius)] = fill
+    return hist
+
+
+def _geometric_histogram(radius: int, j: int) -> np.ndarray:
+    """Two-sided geometric weights: w(0) = 2**40, w(|d|) = w(|d| - 1) * a >> 16 with
+    a = 2**16 - isqrt(2**(32 - j)); the outlier takes the tail beyond the radius, and every
+    escape a floor of w(0) >> 14 so that no escape costs the maximum length."""
+    a = _ONE - math.isqrt(1 << (32 - j))
+    w = np.zeros(radius + 1, dtype=object)
+    w[0] = _GEO_PEAK
+    for d in range(1, radius + 1):
+        w[d] = w[d - 1] * a >> 16
+    floor = _GEO_PEAK >> _ESCAPE_SHIFT
+    hist = np.zeros(fmt.n_symbols(radius), dtype=np.uint64)
+    inner = w[:radius].astype(np.uint64)
+    hist[radius : 2 * radius] = inner
+    hist[1 : radius + 1] = inner[::-1]
+    hist[fmt.SYM_OUTLIER] = 2 * (int(w[radius]) * _ONE // (_ONE - a)) + floor
+    hist[fmt.sym_verbatim(radius)] = floor
+    hist[fmt.sym_fill(radius)] = floor
+    return hist
+
+
+def offline_book_histogram(radius: int, index: int) -> np.ndarray:
+    """The histogram that builds book ``index`` of the family (0 = the trained histogram)."""
+    if not 0 <= index < n_offline_books():
+        raise ValueError(f"offline book index must be in [0, {n_offline_books()}), got {index!r}")
+    if index == 0:
+        return offline_histogram(radius)
+    if index <= WIDENED:
+        return _widened_histogram(radius, index)
+    return _geometric_histogram(radius, index - WIDENED)
+
+
+@lru_cache(maxsize=64)
+def _family(radius: int) -> np.ndarray:
+    """Every book of the family as rows of one read-only (books, symbols) uint8 array.
+
+    Built with the compiled `code_lengths` (the same lengths; tests check it), because this
+    module's pure-Python build takes seconds for 24 books at the largest radius."""
+    from . import _jit  # imports this module, so not at the top
+
+    books = [offline_lengths(radius)] + [
+        _jit.code_lengths(weights_from_histogram(offline_book_histogram(radius, i)))
+        for i in range(1, n_offline_books())
+    ]
+    family = np.stack(books)
+    family.flags.writeable = False
+    return family
+
+
+def offline_book(radius: int, index: int) -> np.ndarray:
+    """Code lengths of book ``index`` of the family (read-only; book 0 is `offline_lengths`)."""
+    if not 0 <= index < n_offline_books():
+        raise ValueError(f"offline book index must be in [0, {n_offline_books()}), got {index!r}")
+    return _family(radius)[index]
+
+
+def pick_offline_book(hist: np.ndarray, radius: int) -> int:
+    """The family book that codes ``hist`` in the fewest bits (ties: the lowest index)."""
+    hist = np.asarray(hist, dtype=np.int64)
+    if hist.shape != (fmt.n_symbols(radius),) or (hist < 0).any():
+        raise ValueError(f"need {fmt.n_symbols(radius)} non-negative symbol counts for radius "
+                         f"{radius}, got shape {hist.shape!r}")
+    return int(np.argmin(_family(radius).astype(np.int64) @ hist))

@@ -12,8 +12,9 @@ decompress` and `codec.decompress` read it like any other. What makes that work:
   bound in force (eb_f) and the step are the ones a serial `compress` would choose, and the
   decoded values are bit for bit those of a serial round trip.
 - Codebook adaptation is sequential over chunks, so each rank starts its own adaptation from
-  the offline book. Every chunk record carries its code-length table, so the decoder needs
-  nothing else; only the first records of each slab may be a little larger.
+  the family book picked from its first chunk (`ceaz.codec.first_book`). Every chunk record
+  carries its code-length table, so the decoder needs nothing else; only the first records
+  of each slab may be a little larger.
 - Record offsets come from an exclusive scan of the ranks' byte counts. Rank 0 prepends the
   header, the last rank (which gathers every offset) appends the index and trailer, and each
   rank writes one contiguous piece with a single collective `Write_at_all`.
@@ -303,7 +304,8 @@ def _owned(
 def _encode_slab(
     header: Header, local3: np.ndarray, lo: int, hi: int, backend: ChunkEncoder
 ) -> list[bytes]:
-    """This rank's chunk records, adapting codebooks from the offline book as the RTL does."""
+    """This rank's chunk records, adapting codebooks as the RTL does; its first chunks use
+    the family book picked from the rank's first chunk (each rank's schedule starts afresh)."""
     axis, _ = split_axis(header.shape)
     coding = Coding(header.qparams, header.radius, header.sync_interval)
     schedule = codec.CodebookSchedule(header.radius, header.adapt_lag)
@@ -311,7 +313,7 @@ def _encode_slab(
     records = []
     for box, _, local in _owned(boxes, axis, lo, hi):
         values = np.ascontiguousarray(local3[local], dtype=header.dtype)
-        enc = backend(values, box, coding, schedule.next_lengths())
+        enc = backend(values, box, coding, schedule.next_lengths(values, box, coding))
         schedule.observe(enc.hist)
         records.append(pack_chunk(enc))
     return records

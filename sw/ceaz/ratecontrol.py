@@ -110,7 +110,8 @@ class _SampleModel:
         size = 0
         for box, values in zip(self.boxes, self.values, strict=True):
             enc = store_if_larger(
-                code_chunk(values, box, coding, schedule.next_lengths(), self.use_jit), values)
+                code_chunk(values, box, coding, schedule.next_lengths(values, box, coding),
+                           self.use_jit), values)
             schedule.observe(enc.hist)
             size += len(pack_chunk(enc))
         return 8 * size / self.n_sample + self.overhead_bits

@@ -2,10 +2,12 @@
 
     python -m ceaz.train [--out PATH]
 
-The offline book codes the first chunk of every stream, before any histogram exists. It is
-trained like CEAZ's: the residual histograms of representative real fields (iris-sample-data)
-at relative bounds 1e-2, 1e-3 and 1e-4, each normalised to the same weight, averaged, and
-scaled to 2**24 counts. The codebook itself is then built by the normal construction.
+The trained book is book 0 of the family of offline books that code the first chunks of a
+stream, before any histogram exists (the widened books of the family are built from the same
+data; docs/format.md, section 7). It is trained like CEAZ's: the residual histograms of
+representative real fields (iris-sample-data) at relative bounds 1e-2, 1e-3 and 1e-4, each
+normalised to the same weight, averaged, and scaled to 2**24 counts. The codebook itself is
+then built by the normal construction.
 """
 
 from __future__ import annotations
