@@ -106,6 +106,11 @@ def _sliced_memory(m, name, width, depth, attrs):
     return read, write
 
 
+def highest_bit(bits):
+    """The highest set bit of ``bits`` alone (one-hot), or 0."""
+    return Cat(bits[k] & ~bits[k + 1:].any() for k in range(len(bits)))
+
+
 def max_huffman_depth(total_weight: int, n_symbols: int) -> int:
     """The deepest leaf a Huffman tree can have when its weights (all >= 1) sum to at most
     ``total_weight``: depth d needs a total of at least Fibonacci(d + 2)."""
@@ -489,6 +494,8 @@ class CodebookBuilder(wiring.Component):
             found = Signal()  # ``shorter`` holds the level the next move takes a leaf from
             here = Signal(pos_width)  # bl[level], kept in a register: a move takes 2 from it
             stale = Signal()  # ``level`` changed: the next clock reloads ``here``
+            level_oh = Signal(len(bl), init=1 << max_depth)  # level and shorter, one-hot
+            shorter_oh = Signal(len(bl))
             candidates = Signal(len(bl))  # non-empty levels two or more above ``level``
             searched = Signal()  # ``candidates`` are ready
 
@@ -516,30 +523,38 @@ class CodebookBuilder(wiring.Component):
                         m.d.sync += [idx.eq(1), cum[0].eq(0), next_code[0].eq(0)]
                         m.next = "CUMULATE"
                     with m.Elif(here == 0):
-                        m.d.sync += [level.eq(level - 1), stale.eq(1)]
+                        m.d.sync += [level.eq(level - 1), level_oh.eq(level_oh >> 1),
+                                     stale.eq(1)]
                     with m.Elif(~searched):  # search: the non-empty levels two or more above
                         m.d.sync += [candidates.eq(Cat((bl[k] != 0) & (k + 2 <= level)
                                                        for k in range(len(bl)))),
                                      searched.eq(1)]
                     with m.Else():  # and the nearest of them, a clock later
-                        m.d.sync += [shorter.eq(highest_set(candidates)[1]), found.eq(1),
+                        m.d.sync += [shorter.eq(highest_set(candidates)[1]),
+                                     shorter_oh.eq(highest_bit(candidates)), found.eq(1),
                                      searched.eq(0)]
                 with m.Else():
-                    # One added constant per counter, picked by comparisons with constants
-                    # (shorter <= level - 2, so at most -2, or +1 and +2 together, apply).
+                    # One added constant per counter, picked by one-hot registers (shorter
+                    # <= level - 2, so at most -2, or +1 and +2 together, apply).
+                    def at(onehot, k):
+                        return onehot[k] if 0 <= k < len(bl) else 0
+
                     for k in range(len(bl)):
-                        delta = Mux(level == k, -2,
-                                    Mux(level == k + 1, Mux(shorter == k - 1, 3, 1),
-                                        Mux(shorter == k - 1, 2, Mux(shorter == k, -1, 0))))
+                        delta = Mux(at(level_oh, k), -2,
+                                    Mux(at(level_oh, k + 1), Mux(at(shorter_oh, k - 1), 3, 1),
+                                        Mux(at(shorter_oh, k - 1), 2,
+                                            Mux(at(shorter_oh, k), -1, 0))))
                         m.d.sync += bl[k].eq(bl[k] + delta)
                     m.d.sync += here.eq(here - 2)
                     with m.If(here > 2):
                         with m.If(shorter + 3 <= level):
-                            m.d.sync += shorter.eq(shorter + 1)
+                            m.d.sync += [shorter.eq(shorter + 1),
+                                         shorter_oh.eq(shorter_oh << 1)]
                         with m.Else():
                             m.d.sync += found.eq(0)
                     with m.Else():
-                        m.d.sync += [level.eq(level - 1), found.eq(0), stale.eq(1)]
+                        m.d.sync += [level.eq(level - 1), level_oh.eq(level_oh >> 1),
+                                     found.eq(0), stale.eq(1)]
 
             # -- first code and cumulative count per length ---------------------------------
             with m.State("CUMULATE"):
@@ -551,7 +566,8 @@ class CodebookBuilder(wiring.Component):
                         ]
                 m.d.sync += idx.eq(idx + 1)
                 with m.If(idx == max_len):
-                    m.d.sync += [idx.eq(0), issuing.eq(1), pipe.eq(0), level.eq(max_depth)]
+                    m.d.sync += [idx.eq(0), issuing.eq(1), pipe.eq(0), level.eq(max_depth),
+                                 level_oh.eq(1 << max_depth)]
                     m.next = "HANDOUT"
 
             # -- lengths in hand-out order -------------------------------------------------------

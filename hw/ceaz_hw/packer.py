@@ -331,8 +331,12 @@ class Packer(wiring.Component):
         m.d.comb += [
             pop.eq((phase == _Phase.PAYLOAD) & (complete != 0) & out_ready),
             base.eq(complete - pop),
+            # Room is judged before this clock's pop (complete, not base): the output's
+            # ready then reaches the accumulator's datapath, never the front's enable,
+            # which fans out to every front register (the core's slowest path). It holds a
+            # beat back a clock only when three complete words wait, rare at a few bits a value.
             accept.eq(front.valid & (phase == _Phase.PAYLOAD) & ~ending
-                      & (base + m_words <= depth)),
+                      & (complete + m_words <= depth)),
         ]
         enable = Signal()
         m.d.comb += enable.eq(~front.valid | accept)
