@@ -144,7 +144,7 @@ class _Lane(wiring.Component):
     Every register advances every clock; the parent gates the whole datapath with an enable.
     """
 
-    LATENCY = 21
+    LATENCY = 22
 
     def __init__(self):
         super().__init__({
@@ -206,9 +206,12 @@ class _Lane(wiring.Component):
         too_large = s["tl"] | (floor[Q_BITS:] != 0) | mag[Q_BITS]
         s = st.next(**keep(s, "raw", "fill"), tl=too_large, mag=Mux(too_large, 0, mag[:Q_BITS]))
 
-        # -- x' = fl32(|q| * S), stages 8-15 -------------------------------------------------
+        # -- x' = fl32(|q| * S), stages 8-16 -------------------------------------------------
         q = _widen(m, Mux(s["raw"][31], -s["mag"], s["mag"]), signed(Q_BITS + 1))
-        s = st.next(**keep(s, "raw", "fill", "tl"), q=q,
+        # The multipliers' operand gets a register of its own, which the placer can put next
+        # to them: from the shared |q| register, routing to the DSP and back took 6.7 ns.
+        s = st.next(**keep(s, "raw", "fill", "tl"), q=q, mag=s["mag"])
+        s = st.next(**keep(s, "raw", "fill", "tl", "q"),
                     **_partial_products(s["mag"], cfg.ms, 13, 12))
 
         terms, lo = _sum_cross_terms(s, 13, 12)
@@ -245,7 +248,7 @@ class _Lane(wiring.Component):
                     tl=s["tl"] | (~s["zero"] & (exp >= 0xFF)),  # x' is infinite
                     xr=Mux(s["zero"], 0, Cat(s["sig"][:23], exp[:8])))
 
-        # -- |x - x'| <= eb_f, exactly, stages 16-20 -----------------------------------------
+        # -- |x - x'| <= eb_f, exactly, stages 17-21 -----------------------------------------
         a_bits, b_bits = s["raw"][:31], s["xr"]
         ma, ea = _mant_exp(a_bits)
         mb, eb = _mant_exp(b_bits)
