@@ -349,12 +349,16 @@ class Compressor(wiring.Component):
 
         # -- status, errors, counters ----------------------------------------------------------
         in_flight = Signal(range(1 << 16))
-        chunk_in = accepted & quant.i.payload.last
+        # A chunk's last beat is counted a clock later, from a register: the box comparison
+        # that ends it then does not also feed the counter's adder. ``chunk_in`` covers that
+        # clock in ``busy``, as ``taken`` is already back to 0.
+        chunk_in = Signal()
+        m.d.sync += chunk_in.eq(accepted & quant.i.payload.last)
         chunk_out = o.tvalid & o.tready & o.tlast
         m.d.sync += in_flight.eq(in_flight + chunk_in - chunk_out)
         busy = Signal()
         m.d.comb += [
-            busy.eq((in_flight != 0) | (taken != 0)),
+            busy.eq((in_flight != 0) | (taken != 0) | chunk_in),
             regs.busy.eq(busy),
         ]
         error = Signal(len(regmap.ERROR))
@@ -371,7 +375,7 @@ class Compressor(wiring.Component):
         with m.Else():
             m.d.sync += error.eq(error | events)
         with m.If(soft_reset):
-            m.d.sync += [in_flight.eq(0), taken.eq(0), at_start.eq(1)]
+            m.d.sync += [in_flight.eq(0), chunk_in.eq(0), taken.eq(0), at_start.eq(1)]
         m.d.comb += [
             reg["STATUS"].value.eq(Cat(busy, huff.cb_pending, error != 0, hist.clearing,
                                        build.busy | reading | (in_read != 0))),
