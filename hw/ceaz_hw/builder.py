@@ -17,17 +17,16 @@ after another, each phase a short pipeline that handles one item per clock:
     weights comes first). So one sort serves both, with no second sort and no group walk.
 ``merge``
     The two-queue Huffman merge, one take per two clocks: the next leaf (ascending) against
-    the oldest unused internal node, a leaf winning ties. Both heads are read ahead; the node
-    queue's read port is transparent to its write port for the node just made. Every take
-    records its parent.
+    the oldest unused internal node, a leaf winning ties. Both heads are read ahead into
+    registers; the node just made comes from a bypass. Every take records its parent.
 ``depth``
     Backwards over the internal nodes' parents (a parent always comes after its children):
     depth = parent's depth + 1, internal nodes counted per depth; the leaves per depth
     follow, as every internal node has two children.
 ``limit``
     JPEG Annex K.3 on the depth counters, one move per clock; the nearest non-empty
-    shorter level is searched (a priority encoder, one clock) only when it is not simply the
-    level above the last one.
+    shorter level is searched (candidates, then a tree priority encoder: two clocks) only
+    when it is not simply the level above the last one.
 ``cumulate``
     Per length: the first canonical code, and how many symbols get that length or less.
 ``hand-out``
@@ -40,8 +39,8 @@ after another, each phase a short pipeline that handles one item per clock:
 
 Read-modify-write pipelines register every table output; the bucket counters use read ports
 transparent to the write port, and the depth pass forwards the two items ahead of it. No other
-table is read and written in the same clock. Hand-written because
-it must be bit-exact with ``ceaz.huffman``; ``tests/test_builder_dataflow.py`` checks the same
+table is read and written in the same clock. Hand-written because it must be bit-exact with
+``ceaz.huffman``; ``tests/test_builder_dataflow.py`` checks the same
 phases in Python and ``sim/test_builder.py`` checks this RTL against the model.
 
 The counts must sum to at most ``max_count`` (the histogram's chunk limit): that bounds the
