@@ -98,12 +98,6 @@ def code_bits(hists: list[np.ndarray], books: list) -> list[int]:
     return [int(h.astype(np.int64) @ b.astype(np.int64)) for h, b in zip(hists, books, strict=True)]
 
 
-def entropy_bits(hist: np.ndarray) -> float:
-    """Empirical entropy of the chunk's symbols, in bits for the whole chunk."""
-    nz = hist[hist > 0].astype(np.float64)
-    return float((nz * np.log2(nz.sum() / nz)).sum())
-
-
 # --- the measurement -----------------------------------------------------------------------
 
 
@@ -137,7 +131,7 @@ def measure(name: str, x: np.ndarray, eb_rel: float) -> dict:
         "eb_rel": eb_rel,
         "values": int(x.size),
         "chunks": len(hists),
-        "entropy_bits": sum(entropy_bits(h) for h in hists),
+        "entropy_bits": sum(huffman.entropy_bits(h) for h in hists),
         "raw_bits": raw,
         "bits": {s: sum(v) for s, v in per_chunk.items()},
         # chunks 2.. of the field: every lagged strategy has adapted (none uses the offline book)

@@ -57,8 +57,7 @@ def costs(hist: np.ndarray, radius: int) -> dict[str, float]:
     out = {name: float(bits[idx].min()) for name, idx in CANDIDATES.items()}
     own = huffman.code_lengths(huffman.weights_from_histogram(hist)).astype(np.int64)
     out["own book"] = float(own @ hist)
-    nz = hist[hist > 0].astype(np.float64)
-    out["entropy"] = float((nz * np.log2(nz.sum() / nz)).sum())
+    out["entropy"] = huffman.entropy_bits(hist)
     out["pick"] = huffman.pick_offline_book(hist, radius)
     out["values"] = int(hist.sum())
     return out

@@ -67,8 +67,7 @@ def measure(x: np.ndarray, rel: float) -> dict:
         values = np.ascontiguousarray(x3[box.slices], dtype=h.dtype)
         counts = code_chunk(values, box, coding, huffman.offline_lengths(h.radius)).hist
         counts = counts.astype(np.int64)
-        nz = counts[counts > 0].astype(np.float64)
-        entropy = float((nz * np.log2(box.size / nz)).sum())
+        entropy = huffman.entropy_bits(counts)
         if entropy <= ENTROPY_FLOOR * box.size:
             continue
         own = huffman.code_lengths(huffman.weights_from_histogram(counts)).astype(np.int64)

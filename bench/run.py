@@ -272,8 +272,7 @@ def entropy_report(x: np.ndarray, blob: bytes) -> dict:
         raw_bits = int(widths.sum())
         bits = info.payload.payload_bits
         mismatches += code_bits + raw_bits != bits
-        nz = counts[counts > 0].astype(np.float64)
-        ent = float((nz * np.log2(box.size / nz)).sum())
+        ent = huffman.entropy_bits(counts)  # counts sum to box.size: one symbol per value
         vals = dict(
             chunks=1,
             values=box.size,

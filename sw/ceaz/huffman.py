@@ -86,6 +86,14 @@ def code_lengths(weights: np.ndarray, max_len: int = fmt.MAX_CODE_LEN) -> np.nda
     return lengths
 
 
+def entropy_bits(hist: np.ndarray) -> float:
+    """Empirical entropy of the counted symbols, in bits for all of them: sum n log2(N / n),
+    the ideal any code for them is measured against (the benchmarks)."""
+    hist = np.asarray(hist)
+    nz = hist[hist > 0].astype(np.float64)
+    return float((nz * np.log2(nz.sum() / nz)).sum())
+
+
 def canonical_codes(lengths: np.ndarray) -> np.ndarray:
     """Canonical code words (uint32, MSB-first) for (length, symbol) ascending order."""
     lengths = np.asarray(lengths, dtype=np.int64)
