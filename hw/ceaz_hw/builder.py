@@ -79,6 +79,11 @@ def highest_set(bits):
     return level[0]
 
 
+def highest_bit(bits):
+    """The highest set bit of ``bits`` alone (one-hot), or 0."""
+    return Cat(bits[k] & ~bits[k + 1:].any() for k in range(len(bits)))
+
+
 #: An ECP5 block RAM is 1024 deep at 18 bits wide and 2048 deep at 9 bits.
 BRAM_DEEP_18, BRAM_WIDTH_2K = 1024, 9
 
@@ -103,11 +108,6 @@ def _sliced_memory(m, name, width, depth, attrs):
                      wp.en.eq(write.en), rp.addr.eq(read.addr),
                      read.data[lo:lo + bits].eq(rp.data)]
     return read, write
-
-
-def highest_bit(bits):
-    """The highest set bit of ``bits`` alone (one-hot), or 0."""
-    return Cat(bits[k] & ~bits[k + 1:].any() for k in range(len(bits)))
 
 
 def max_huffman_depth(total_weight: int, n_symbols: int) -> int:

@@ -228,10 +228,14 @@ def _geometric_histogram(radius: int, j: int) -> np.ndarray:
     return hist
 
 
-def offline_book_histogram(radius: int, index: int) -> np.ndarray:
-    """The histogram that builds book ``index`` of the family (0 = the trained histogram)."""
+def _check_book_index(index: int) -> None:
     if not 0 <= index < n_offline_books():
         raise ValueError(f"offline book index must be in [0, {n_offline_books()}), got {index!r}")
+
+
+def offline_book_histogram(radius: int, index: int) -> np.ndarray:
+    """The histogram that builds book ``index`` of the family (0 = the trained histogram)."""
+    _check_book_index(index)
     if index == 0:
         return offline_histogram(radius)
     if index <= WIDENED:
@@ -258,8 +262,7 @@ def _family(radius: int) -> np.ndarray:
 
 def offline_book(radius: int, index: int) -> np.ndarray:
     """Code lengths of book ``index`` of the family (read-only; book 0 is `offline_lengths`)."""
-    if not 0 <= index < n_offline_books():
-        raise ValueError(f"offline book index must be in [0, {n_offline_books()}), got {index!r}")
+    _check_book_index(index)
     return _family(radius)[index]
 
 
