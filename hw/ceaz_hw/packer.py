@@ -176,18 +176,27 @@ class _Front(wiring.Component):
         m.d.comb += end.eq(offset + length)
         # The last beat also completes its partial word (zero-padded).
         words = Mux(side["last"], (end + width - 1) >> log_w, end >> log_w)
-        sync_here = side["valid"] & (phase == 0) & (n_values != 0)
+        # phase == 0 and n_values != 0 as registers of their own: two 32-bit comparisons in
+        # front of the n_syncs adder were the smoke core's worst path.
+        phase_zero = Signal(init=1)
+        any_values = Signal()
+        sync_here = side["valid"] & phase_zero & any_values
         m.d.comb += [self.sync_push.eq(sync_here), self.sync_offset.eq(pos[:32])]
         next_phase = phase + side["count"]
+        wrapped = Signal(32)
+        m.d.comb += wrapped.eq(Mux(next_phase >= self.sync_interval, 0, next_phase))
         with m.If(side["valid"]):
             with m.If(side["last"]):
-                m.d.sync += [pos.eq(0), n_values.eq(0), phase.eq(0), n_syncs.eq(0)]
+                m.d.sync += [pos.eq(0), n_values.eq(0), phase.eq(0), n_syncs.eq(0),
+                             phase_zero.eq(1), any_values.eq(0)]
                 m.d.sync += [t.eq(0) for t in totals.values()]
             with m.Else():
                 m.d.sync += [
                     pos.eq(pos + length),
                     n_values.eq(n_values + side["count"]),
-                    phase.eq(Mux(next_phase >= self.sync_interval, 0, next_phase)),
+                    phase.eq(wrapped),
+                    phase_zero.eq(wrapped == 0),
+                    any_values.eq(any_values | (side["count"] != 0)),
                     n_syncs.eq(n_syncs + sync_here),
                 ]
                 m.d.sync += [totals[e].eq(totals[e] + esc[e]) for e in esc]
