@@ -23,8 +23,9 @@ field is shifted, once, into a window aligned to the output words:
   chunk's totals for the trailer travel with its last beat.
 * two shift stages (coarse, fine) place the field at ``pos mod W`` in a window of ``M`` words.
 
-All of that is gated by one enable, ``~front_valid | accept``, which depends on registers
-only. The accumulator holds ``D = M + 2`` words and ORs each window in at word ``p`` (the
+All of that is gated by one enable, ``~front_valid | room``, where ``room`` is a register
+computed a clock ahead from the accumulator's next state, so the enable is one gate from two
+flops. The accumulator holds ``D = M + 2`` words and ORs each window in at word ``p`` (the
 first word not yet complete), a word-level select instead of a bit-level shift, and emits the
 oldest complete word per clock. After a chunk's last beat it refuses input until the
 padded payload, the sync offsets and the trailer are out, so each chunk starts on a fresh
@@ -175,18 +176,27 @@ class _Front(wiring.Component):
         m.d.comb += end.eq(offset + length)
         # The last beat also completes its partial word (zero-padded).
         words = Mux(side["last"], (end + width - 1) >> log_w, end >> log_w)
-        sync_here = side["valid"] & (phase == 0) & (n_values != 0)
+        # phase == 0 and n_values != 0 as registers of their own: two 32-bit comparisons in
+        # front of the n_syncs adder were the smoke core's worst path.
+        phase_zero = Signal(init=1)
+        any_values = Signal()
+        sync_here = side["valid"] & phase_zero & any_values
         m.d.comb += [self.sync_push.eq(sync_here), self.sync_offset.eq(pos[:32])]
         next_phase = phase + side["count"]
+        wrapped = Signal(32)
+        m.d.comb += wrapped.eq(Mux(next_phase >= self.sync_interval, 0, next_phase))
         with m.If(side["valid"]):
             with m.If(side["last"]):
-                m.d.sync += [pos.eq(0), n_values.eq(0), phase.eq(0), n_syncs.eq(0)]
+                m.d.sync += [pos.eq(0), n_values.eq(0), phase.eq(0), n_syncs.eq(0),
+                             phase_zero.eq(1), any_values.eq(0)]
                 m.d.sync += [t.eq(0) for t in totals.values()]
             with m.Else():
                 m.d.sync += [
                     pos.eq(pos + length),
                     n_values.eq(n_values + side["count"]),
-                    phase.eq(Mux(next_phase >= self.sync_interval, 0, next_phase)),
+                    phase.eq(wrapped),
+                    phase_zero.eq(wrapped == 0),
+                    any_values.eq(any_values | (side["count"] != 0)),
                     n_syncs.eq(n_syncs + sync_here),
                 ]
                 m.d.sync += [totals[e].eq(totals[e] + esc[e]) for e in esc]
@@ -328,18 +338,20 @@ class Packer(wiring.Component):
         pop = Signal()
         accept = Signal()
         base = Signal(range(depth + 1))
+        # `room`: the accumulator takes a beat this clock (PAYLOAD, not ending, and room for a
+        # whole window judged before this clock's pop). It is a register, computed a clock
+        # ahead from the next state below, so the front's enable (it fans out to every front
+        # register and, as i.ready, into the Huffman lanes' output buffer) is one gate after
+        # two flops. Judging room before the pop holds a beat back a clock only when three
+        # complete words wait, rare at a few bits a value.
+        room = Signal(init=1)
         m.d.comb += [
             pop.eq((phase == _Phase.PAYLOAD) & (complete != 0) & out_ready),
             base.eq(complete - pop),
-            # Room is judged before this clock's pop (complete, not base): the output's
-            # ready then reaches the accumulator's datapath, never the front's enable,
-            # which fans out to every front register (the core's slowest path). It holds a
-            # beat back a clock only when three complete words wait, rare at a few bits a value.
-            accept.eq(front.valid & (phase == _Phase.PAYLOAD) & ~ending
-                      & (complete + m_words <= depth)),
+            accept.eq(front.valid & room),
         ]
         enable = Signal()
-        m.d.comb += enable.eq(~front.valid | accept)
+        m.d.comb += enable.eq(~front.valid | room)
         m.submodules.front = EnableInserter(enable)(front)
         m.d.comb += [
             front.x.eq(self.i.payload),
@@ -361,7 +373,9 @@ class Packer(wiring.Component):
         for j in range(depth):
             after_pop = Mux(pop, buf[j + 1] if j + 1 < depth else 0, buf[j])
             m.d.sync += buf[j].eq(after_pop | incoming[j])
-        m.d.sync += complete.eq(base + Mux(accept, front.words, 0))
+        next_complete = Signal(range(depth + 1))
+        m.d.comb += next_complete.eq(base + Mux(accept, front.words, 0))
+        m.d.sync += complete.eq(next_complete)
 
         with m.If(accept & front.last):
             bits_in_final = (front.totals.bits - 1)[: width.bit_length() - 1]  # mod W
@@ -441,4 +455,13 @@ class Packer(wiring.Component):
                     m.d.sync += trailer_index.eq(trailer_index + 1)
                     with m.If(final):
                         m.d.sync += phase.eq(_Phase.PAYLOAD)
+        # The next clock's `room`, from the next state of phase, ending and complete (to_trailer
+        # leaves PAYLOAD, the trailer's final word returns to it; ending is set by a last beat).
+        payload_next = Signal()
+        m.d.comb += payload_next.eq(
+            ((phase == _Phase.PAYLOAD) & ~to_trailer)
+            | ((phase == _Phase.TRAILER) & out_valid & out_ready
+               & (trailer_index == trailer_words - 1)))
+        m.d.sync += room.eq(payload_next & ~ending & ~(accept & front.last)
+                            & (next_complete + m_words <= depth))
         return m

@@ -133,10 +133,12 @@ class Compressor(wiring.Component):
         sync_k = reg["SYNC_INTERVAL"].value
         # The box size, one register per step: every factor is first saturated just above the
         # largest chunk, so the products stay 25 x 25 bits and any box over the limit still
-        # reads as too large. Each product takes two clocks (two registered 25 x 13 halves,
-        # then a registered add) so that no wide multiply sits in one clock. A write reaches
-        # bad_config after 7 clocks (sat, 2 x plane, plane_sat, 2 x values, bad_config); the
-        # settle counter below holds the input for 8.
+        # reads as too large. Each product takes three clocks (four registered partial
+        # products of at most 13 x 13 bits, one block multiplier each, then two registered
+        # adds) so that no multiply and no add of its result share a clock. A write reaches
+        # bad_config after 9 clocks (sat, 3 x plane, plane_sat, 3 x values, bad_config) and
+        # the framing's `remaining` as well (from values); the settle counter below holds the
+        # input for 10.
         limit = fmt.MAX_CHUNK_VALUES + 1
 
         def saturated(value, name):
@@ -145,15 +147,22 @@ class Compressor(wiring.Component):
             return sat
 
         def staged_product(a, b, name):
-            """a * b two clocks later, split on b so that each clock holds half a multiply."""
-            half = (len(b) + 1) // 2
-            low = Signal(len(a) + half, name=f"{name}_low")
-            high = Signal(len(a) + len(b) - half, name=f"{name}_high")
+            """a * b three clocks later: both factors split in halves, the four partial
+            products registered, then summed over two registered adds."""
+            ha, hb = (len(a) + 1) // 2, (len(b) + 1) // 2
+            parts = {}
+            for i, x in (("l", a[:ha]), ("h", a[ha:])):
+                for j, y in (("l", b[:hb]), ("h", b[hb:])):
+                    part = Signal(len(x) + len(y), name=f"{name}_{i}{j}")
+                    m.d.sync += part.eq(x * y)
+                    parts[i + j] = part
+            low = Signal(ha + len(b), name=f"{name}_low")  # a[:ha] * b
+            high = Signal(len(a) - ha + len(b), name=f"{name}_high")  # a[ha:] * b
             product = Signal(len(a) + len(b), name=name)
             m.d.sync += [
-                low.eq(a * b[:half]),
-                high.eq(a * b[half:]),
-                product.eq(low + (high << half)),
+                low.eq(parts["ll"] + (parts["lh"] << hb)),
+                high.eq(parts["hl"] + (parts["hh"] << hb)),
+                product.eq(low + (high << ha)),
             ]
             return product
 
@@ -172,9 +181,9 @@ class Compressor(wiring.Component):
             | (values > sync_room)
         )
         # A configuration write takes a few clocks to reach bad_config and the stages.
-        settle = Signal(range(8), init=7)
+        settle = Signal(range(10), init=9)
         with m.If(regs.config_written):
-            m.d.sync += settle.eq(7)
+            m.d.sync += settle.eq(9)
         with m.Elif(settle != 0):
             m.d.sync += settle.eq(settle - 1)
 
@@ -196,12 +205,12 @@ class Compressor(wiring.Component):
         count = Signal(range(n_lanes + 1))
         m.d.comb += count.eq(sum(s.tkeep[4 * j] for j in range(n_lanes)))
         taken = Signal(range(fmt.MAX_CHUNK_VALUES + 1))  # values of this chunk already in
-        # remaining = values - taken, kept in a register of its own so that no subtraction
-        # sits between `taken` and the beat's count (a valid box has at most 2**24 values).
+        # remaining = values - taken, a register of its own so that no subtraction sits
+        # between `taken` and the beat's count, and no Mux in front of its own subtraction (a
+        # valid box has at most 2**24 values). Between chunks it follows `values` a clock
+        # late, which the settle count covers.
         remaining = Signal(range(fmt.MAX_CHUNK_VALUES + 1))
-        remaining_later = Signal.like(remaining)  # values - taken once taken > 0
         at_start = Signal(init=1)  # taken == 0, as a register of its own
-        m.d.comb += remaining.eq(Mux(at_start, values[: len(remaining)], remaining_later))
         ends_here = Signal()
         m.d.comb += ends_here.eq(remaining <= count)
         beat_count = Signal.like(count)
@@ -223,10 +232,12 @@ class Compressor(wiring.Component):
         accepted = s.tvalid & in_ready
         with m.If(accepted):
             with m.If(ends_here | s.tlast):
-                m.d.sync += [taken.eq(0), at_start.eq(1)]
+                m.d.sync += [taken.eq(0), at_start.eq(1), remaining.eq(values)]
             with m.Else():
-                m.d.sync += [taken.eq(taken + count), remaining_later.eq(remaining - count),
+                m.d.sync += [taken.eq(taken + count), remaining.eq(remaining - count),
                              at_start.eq(at_start & (count == 0))]
+        with m.Elif(at_start):
+            m.d.sync += remaining.eq(values)
         m.d.comb += [
             tlast_early.eq(accepted & s.tlast & ~ends_here),
             tlast_missing.eq(accepted & ends_here & (~s.tlast | (count > remaining))),
@@ -375,7 +386,8 @@ class Compressor(wiring.Component):
         with m.Else():
             m.d.sync += error.eq(error | events)
         with m.If(soft_reset):
-            m.d.sync += [in_flight.eq(0), chunk_in.eq(0), taken.eq(0), at_start.eq(1)]
+            m.d.sync += [in_flight.eq(0), chunk_in.eq(0), taken.eq(0), at_start.eq(1),
+                         remaining.eq(values)]
         m.d.comb += [
             reg["STATUS"].value.eq(Cat(busy, huff.cb_pending, error != 0, hist.clearing,
                                        build.busy | reading | (in_read != 0))),
