@@ -22,7 +22,9 @@ Reads of positions before the chunk start return stale data, which the position 
 
 The memory is built as banks of at most 1024 beats (one block RAM deep), every bank's read
 data goes into a register and a tree of registered 8:1 selects picks the bank: no block RAM
-output drives logic before a register (ECP5 block RAM data arrives late in the clock). The
+output drives logic before a register (ECP5 block RAM data arrives late in the clock), apart
+from the one-LUT bypass yosys puts behind every port that must return old data when a write
+hits the address it reads (amaranth asks that of all ports; here it never happens). The
 beat read for ``k`` thus arrives :func:`read_stages` stages after the read (2 for one bank, 3
 for up to 8, 4 for up to 64) and the datapath waits for it; the write stays one stage after
 the read, so the bookkeeping above does not change.
