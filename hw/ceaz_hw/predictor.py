@@ -20,6 +20,15 @@ previous read is kept in a register. The read for beat ``k`` is issued one stage
 When ``a < 2`` the beats come from registers holding the current beat and the two before it.
 Reads of positions before the chunk start return stale data, which the position masks drop.
 
+The memory is built as banks of at most 1024 beats (one block RAM deep), every bank's read
+data goes into a register and a tree of registered 8:1 selects picks the bank: no block RAM
+output drives logic before a register (ECP5 block RAM data arrives late in the clock), apart
+from the one-LUT bypass yosys puts behind every port that must return old data when a write
+hits the address it reads (amaranth asks that of all ports; here it never happens). The
+beat read for ``k`` thus arrives :func:`read_stages` stages after the read (2 for one bank, 3
+for up to 8, 4 for up to 64) and the datapath waits for it; the write stays one stage after
+the read, so the bookkeeping above does not change.
+
 Positions
 ---------
 ``x > 0`` iff ``i mod cx != 0``, ``y > 0`` iff ``(i mod cy cx) >= cx`` and ``z > 0`` iff
@@ -32,10 +41,10 @@ remainders), then loads the counters.
 
 Pipeline
 --------
-As in the quantizer, every register (and both memories' ports) shares one clock enable: the
+As in the quantizer, every register (and the memories' ports) shares one clock enable: the
 level-only ``i.ready`` of the :class:`~ceaz_hw.elastic.ElasticBuffer` at the output. A beat
-passes eight register stages and the buffer, :data:`Predictor.LATENCY` clocks.
-"""
+passes six register stages, the two delays' read stages and the buffer: :func:`latency`
+clocks, 11 with two single-bank delays (``Predictor.LATENCY``)."""
 
 from __future__ import annotations
 
@@ -47,7 +56,7 @@ from amaranth.lib.wiring import In, Out
 from .beats import LANE_COUNTS, Q_BITS, Kind, Prequantized, Residual, beat
 from .elastic import ElasticBuffer
 
-__all__ = ["INIT_CLOCKS", "Predictor", "delay_depth"]
+__all__ = ["INIT_CLOCKS", "Predictor", "delay_depth", "latency", "read_stages"]
 
 #: Box extents and their product are at most 2**24 (docs/format.md section 2).
 BOX_BITS = 25
@@ -55,8 +64,12 @@ BOX_BITS = 25
 _CHAIN = 4
 #: Input stall at the start of every chunk, in clocks: the chain plus the counter load.
 INIT_CLOCKS = _CHAIN + 1
-#: Register stages s0 .. s7 of the datapath, the delay of the side band.
-_SIDE_DELAY = 8
+#: Beats per bank of a delay memory: one DP16KD deep (1024 x 18), so yosys never cascades.
+_BANK = 1024
+#: Banks (then groups) one registered select level chooses from: a few LUT levels.
+_FAN_IN = 8
+#: Register stages of the datapath besides the two delay memories' reads.
+_OTHER_STAGES = 6
 
 
 def delay_depth(max_delay: int, lanes: int) -> int:
@@ -104,21 +117,58 @@ def _rotate(lo, hi, b, lanes):
     return [Array(window[lanes + j - s] for s in range(lanes))[b] for j in range(lanes)]
 
 
-class _Delay:
-    """A beat-delay memory and its registers: the read of a beat is issued one stage before
-    its own write (``read_stage``), and ``write_stage`` stores the beat and returns the pair
-    ``(lo, hi)`` = beats ``k - a - 1`` and ``k - a`` for :func:`_rotate`.
+def _bank_levels(depth: int) -> int:
+    """Registered :data:`_FAN_IN`:1 select levels behind the banks of a ``depth``-beat delay."""
+    banks, levels = -(-depth // _BANK), 0
+    while banks > 1:
+        banks, levels = -(-banks // _FAN_IN), levels + 1
+    return levels
 
-    Beat ``k``'s read of beat ``k - a`` coincides at most with the write of beat ``k - 1``,
-    a different address for ``2 <= a <= depth``; ``a`` of 0 or 1 uses the registered beats
-    ``k - 1`` and ``k - 2`` instead of the memory.
+
+def read_stages(depth: int) -> int:
+    """Clocks from a delay memory's read address to its selected beat in a register: the
+    block RAM, the bank output register, then the select levels."""
+    return 2 + _bank_levels(depth)
+
+
+def _stages(line_depth: int, plane_depth: int) -> int:
+    """Register stages of the datapath, s0 to the output register: the delay of the side band."""
+    return _OTHER_STAGES + read_stages(plane_depth) + read_stages(line_depth)
+
+
+def latency(lanes: int, max_line: int, max_plane: int) -> int:
+    """Clocks from an accepted input beat to its output beat with the output always ready: the
+    datapath stages and the output buffer. Deeper delays add select levels."""
+    return _stages(delay_depth(max_line, lanes), delay_depth(max_plane, lanes)) + 1
+
+
+class _Delay:
+    """A beat-delay memory in banks of at most :data:`_BANK` beats, and its registers.
+
+    ``read_stage`` issues the read of beat ``k - a`` at beat ``k``'s stage ``r``; the banked
+    read returns it in a register :func:`read_stages` stages later, where ``rotate_stage``
+    forms the pair ``(lo, hi)`` = beats ``k - a - 1`` and ``k - a`` for :func:`_rotate`.
+    ``write_stage`` stores beat ``k`` at stage ``r + 1``. The read of beat ``k - a`` thus meets
+    at most the write of beat ``k - 1``, a different address for ``2 <= a <= depth``; ``a`` of
+    0 or 1 uses the beats ``k - 1`` and ``k - 2`` registered at the rotate stage instead.
+
+    Every bank's read data goes straight into a register and each select level is
+    registered: no path runs from a block RAM output through logic (ECP5 block RAM data
+    arrives late in the clock, and yosys would otherwise cascade one deep memory with its
+    select tree after the outputs).
     """
 
     def __init__(self, m, name, lanes, width, depth):
         self.m, self.name, self.lanes, self.width, self.depth = m, name, lanes, width, depth
-        self.mem = Memory(shape=data.ArrayLayout(signed(width), lanes), depth=depth, init=[])
-        m.submodules[f"{name}_mem"] = self.mem
-        self.rd = self.mem.read_port()  # synchronous: the data arrives with the next stage
+        self.banks = -(-depth // _BANK)
+        self.layout = data.ArrayLayout(signed(width), lanes)
+        self.mems = []
+        for b in range(self.banks):
+            mem = Memory(shape=self.layout,
+                         depth=min(_BANK, depth - b * _BANK), init=[])
+            m.submodules[f"{name}_mem{b}"] = mem
+            self.mems.append(mem)
+        self.rds = [mem.read_port() for mem in self.mems]  # data arrives with the next stage
 
     def _next(self, addr):
         return Mux(addr == self.depth - 1, 0, addr + 1)
@@ -127,31 +177,65 @@ class _Delay:
         return [Signal(signed(self.width), name=f"{self.name}_{name}{j}")
                 for j in range(self.lanes)]
 
+    def _split(self, addr):
+        """(bank, address in the bank) of a beat address."""
+        if self.banks == 1:
+            return Const(0), addr
+        bits = (_BANK - 1).bit_length()
+        return addr[bits:], addr[:bits]
+
     def read_stage(self, valid, first, read_init):
         """Read the beat ``a`` back for this stage's beat (``read_init`` is the address for a
-        chunk's first beat, ``(depth - a) mod depth``). Pointers restart at every chunk."""
+        chunk's first beat, ``(depth - a) mod depth``). Pointers restart at every chunk. The
+        selected beat is :attr:`read`, :func:`read_stages` stages later."""
+        m = self.m
         read_ptr = Signal(range(self.depth), name=f"{self.name}_read_ptr")
         read_addr = Mux(first, read_init, read_ptr)
-        self.m.d.comb += self.rd.addr.eq(read_addr)
-        with self.m.If(valid):
-            self.m.d.sync += read_ptr.eq(self._next(read_addr))
+        bank, local = self._split(read_addr)
+        m.d.comb += [rd.addr.eq(local) for rd in self.rds]
+        with m.If(valid):
+            m.d.sync += read_ptr.eq(self._next(read_addr))
+        # The block RAM stage, then one register per bank: the bank number follows.
+        if self.banks > 1:
+            sel = _reg(m, _reg(m, bank, f"{self.name}_sel_ram"), f"{self.name}_sel_bank")
+        beats = [_reg(m, rd.data, f"{self.name}_bank{b}", self.layout)
+                 for b, rd in enumerate(self.rds)]
+        bits = (_FAN_IN - 1).bit_length()
+        level = 0
+        while len(beats) > 1:
+            groups = [beats[g:g + _FAN_IN] for g in range(0, len(beats), _FAN_IN)]
+            beats = [_reg(m, Array(group)[sel[:bits]] if len(group) > 1 else group[0],
+                          f"{self.name}_sel{level}_{g}", self.layout)
+                     for g, group in enumerate(groups)]
+            level += 1
+            if len(beats) > 1:
+                sel = _reg(m, sel[bits:], f"{self.name}_sel{level}")
+        self.read = [beats[0][j] for j in range(self.lanes)]
 
-    def write_stage(self, values, valid, first, near, one_back):
-        """Store this stage's beat; ``near``: ``a < 2``, ``one_back``: ``a = 1``."""
+    def write_stage(self, values, valid, first):
+        """Store this stage's beat at the next write address."""
         m = self.m
         write_ptr = Signal(range(self.depth), name=f"{self.name}_write_ptr")
         write_addr = Mux(first, 0, write_ptr)
-        wr = self.mem.write_port()
-        m.d.comb += [wr.addr.eq(write_addr), wr.data.eq(Cat(values)), wr.en.eq(valid)]
-        read = [self.rd.data[j] for j in range(self.lanes)]
-        prev_read, prev, prev2 = self._lanes("prev_read"), self._lanes("prev"), self._lanes("prev2")
+        bank, local = self._split(write_addr)
+        for b, mem in enumerate(self.mems):
+            wr = mem.write_port()
+            m.d.comb += [wr.addr.eq(local), wr.data.eq(Cat(values)),
+                         wr.en.eq(valid & (bank == b))]
         with m.If(valid):
             m.d.sync += write_ptr.eq(self._next(write_addr))
-            m.d.sync += [r.eq(v) for r, v in zip(prev_read, read, strict=True)]
+
+    def rotate_stage(self, values, valid, near, one_back):
+        """The pair ``(lo, hi)`` for this stage's beat ``values`` (``near``: ``a < 2``,
+        ``one_back``: ``a = 1``)."""
+        m = self.m
+        prev_read, prev, prev2 = self._lanes("prev_read"), self._lanes("prev"), self._lanes("prev2")
+        with m.If(valid):
+            m.d.sync += [r.eq(v) for r, v in zip(prev_read, self.read, strict=True)]
             m.d.sync += [r.eq(v) for r, v in zip(prev, values, strict=True)]
             m.d.sync += [r.eq(v) for r, v in zip(prev2, prev, strict=True)]
         hi = [Mux(near, Mux(one_back, p, v), r)
-              for v, p, r in zip(values, prev, read, strict=True)]
+              for v, p, r in zip(values, prev, self.read, strict=True)]
         lo = [Mux(near, Mux(one_back, p2, p), r)
               for p, p2, r in zip(prev, prev2, prev_read, strict=True)]
         return lo, hi
@@ -264,8 +348,8 @@ class _Core(wiring.Component):
 
         # -- s0: the input register, with each lane's position flags ------------------------
         # The side band (kind, raw, last, count) only waits for the datapath: a circular
-        # memory of 8 entries, written every clock, returns it 8 clocks later (at s7), instead
-        # of 8 register copies.
+        # memory of one entry per stage, written every clock, returns it at the last stage
+        # instead of a register copy per stage.
         side_layout = data.StructLayout({
             "kind": data.ArrayLayout(Kind, n),
             "raw": data.ArrayLayout(unsigned(32), n),
@@ -280,17 +364,19 @@ class _Core(wiring.Component):
             *(side_in.kind[j].eq(payload.lanes[j].kind) for j in lanes),
             *(side_in.raw[j].eq(payload.lanes[j].raw) for j in lanes),
         ]
-        m.submodules.side_mem = side_mem = Memory(shape=side_layout, depth=_SIDE_DELAY, init=[])
-        side_ptr = Signal(range(_SIDE_DELAY))
+        side_delay = _stages(self._line_depth, self._plane_depth)
+        m.submodules.side_mem = side_mem = Memory(shape=side_layout, depth=side_delay, init=[])
+        side_ptr = Signal(range(side_delay))
+        side_next = Mux(side_ptr == side_delay - 1, 0, side_ptr + 1)
         side_wr = side_mem.write_port()
         side_rd = side_mem.read_port()
-        m.d.sync += side_ptr.eq(side_ptr + 1)  # wraps: the depth is a power of two
-        # Written while the beat enters s0 (clock t - 1), read during clock t + 6 into s7.
+        m.d.sync += side_ptr.eq(side_next)
+        # Written while the beat enters s0, read side_delay - 1 clocks later into the last.
         m.d.comb += [
             side_wr.addr.eq(side_ptr),
             side_wr.data.eq(side_in),
             side_wr.en.eq(1),
-            side_rd.addr.eq(side_ptr + 1),  # the entry written 7 clocks ago
+            side_rd.addr.eq(side_next),  # the entry written side_delay - 1 clocks ago
         ]
         valid = _reg(m, self.taken, "s0_valid")
         first = _reg(m, self.taken & at_start, "s0_first")
@@ -301,47 +387,55 @@ class _Core(wiring.Component):
         lc = _reg(m, line_cfg, "s0_line_cfg")
         pc = _reg(m, plane_cfg, "s0_plane_cfg")
 
-        def step(name, **values):
+        stage = 0
+
+        def step(**values):
             """Advance the valid bit and ``values`` (lists) by one stage."""
-            nonlocal valid
+            nonlocal valid, stage
+            stage += 1
+            name = f"s{stage}"
             valid = _reg(m, valid, f"{name}_valid")
             return {k: (_regs(m, v, f"{name}_{k}") if isinstance(v, list)
                         else _reg(m, v, f"{name}_{k}")) for k, v in values.items()}
 
-        # -- Dz: plane delay of q, read at s0, written at s1, rotated into s2, subtracted into s3
-        plane_mem = _Delay(m, "plane", n, Q_BITS + 1, self._plane_depth)
-        plane_mem.read_stage(valid, first, pc.read_init)
-        s = step("s1", q=q0, x=xf, y=yf, z=zf, lc=lc, first=first, pc=pc)
-        lo, hi = plane_mem.write_stage(s["q"], valid, s["first"], s["pc"].near,
-                                       s["pc"].one_back)
-        s = step("s2", back=_rotate(lo, hi, s["pc"].rot, n),
-                 **{k: s[k] for k in ("q", "x", "y", "z", "lc", "first")})
-        dz = [q - Mux(z, b, 0) for q, z, b in zip(s["q"], s["z"], s["back"], strict=True)]
-        s = step("s3", d=dz, **{k: s[k] for k in ("x", "y", "lc", "first")})
-        d3 = [Signal(signed(Q_BITS + 2), name=f"s3_dz{j}") for j in lanes]
-        m.d.comb += [w.eq(v) for w, v in zip(d3, s["d"], strict=True)]
+        def delay(mem, s, key, cfg, carry):
+            """Read at this stage, write at the next, rotate when the read arrives and
+            register the beats back; ``carry`` (with ``key``, ``cfg`` and ``first``) follows."""
+            mem.read_stage(valid, s["first"], s[cfg].read_init)
+            keep = (key, cfg, "first", *carry)
+            s = step(**{k: s[k] for k in keep})
+            mem.write_stage(s[key], valid, s["first"])
+            for _ in range(read_stages(mem.depth) - 1):
+                s = step(**{k: s[k] for k in keep})
+            lo, hi = mem.rotate_stage(s[key], valid, s[cfg].near, s[cfg].one_back)
+            return step(back=_rotate(lo, hi, s[cfg].rot, n), **{k: s[k] for k in keep})
 
-        # -- Dy: line delay of Dz(q), read at s3, written at s4, rotated into s5, subtracted
-        # into s6
+        # -- Dz: plane delay of q, read at s0, written at s1, subtracted after the rotation
+        plane_mem = _Delay(m, "plane", n, Q_BITS + 1, self._plane_depth)
+        s = {"q": q0, "x": xf, "y": yf, "z": zf, "lc": lc, "pc": pc, "first": first}
+        s = delay(plane_mem, s, "q", "pc", ("x", "y", "z", "lc"))
+        dz = [q - Mux(z, b, 0) for q, z, b in zip(s["q"], s["z"], s["back"], strict=True)]
+        s = step(d=dz, **{k: s[k] for k in ("x", "y", "lc", "first")})
+        dz_reg = [Signal(signed(Q_BITS + 2), name=f"s{stage}_dz{j}") for j in lanes]
+        m.d.comb += [w.eq(v) for w, v in zip(dz_reg, s["d"], strict=True)]
+
+        # -- Dy: line delay of Dz(q), read at that stage, written at the next, subtracted
+        # after the rotation
         line_mem = _Delay(m, "line", n, Q_BITS + 2, self._line_depth)
-        line_mem.read_stage(valid, s["first"], s["lc"].read_init)
-        s = step("s4", d=d3, x=s["x"], y=s["y"], lc=s["lc"], first=s["first"])
-        lo, hi = line_mem.write_stage(s["d"], valid, s["first"], s["lc"].near,
-                                      s["lc"].one_back)
-        s = step("s5", back=_rotate(lo, hi, s["lc"].rot, n), d=s["d"], x=s["x"], y=s["y"])
+        s = delay(line_mem, {**s, "d": dz_reg}, "d", "lc", ("x", "y"))
         dy = [d - Mux(y, b, 0) for d, y, b in zip(s["d"], s["y"], s["back"], strict=True)]
-        s = step("s6", d=dy, x=s["x"])
-        d6 = [Signal(signed(Q_BITS + 3), name=f"s6_dy{j}") for j in lanes]
+        s = step(d=dy, x=s["x"])
+        d6 = [Signal(signed(Q_BITS + 3), name=f"s{stage}_dy{j}") for j in lanes]
         m.d.comb += [w.eq(v) for w, v in zip(d6, s["d"], strict=True)]
 
         # -- Dx: the previous value is the lane before, or the last lane of the last beat ------
-        prev_last = Signal(signed(Q_BITS + 3), name="s6_prev_last")
+        prev_last = Signal(signed(Q_BITS + 3), name=f"s{stage}_prev_last")
         with m.If(valid):
             m.d.sync += prev_last.eq(d6[n - 1])
         before = [prev_last, *d6[:-1]]
         dx = [d - Mux(x, b, 0) for d, x, b in zip(d6, s["x"], before, strict=True)]
-        s = step("s7", d=dx)
-        assert valid.name == "s7_valid"  # the side band's delay matches
+        s = step(d=dx)
+        assert stage == side_delay - 1  # the side band's delay matches
         side = side_rd.data
 
         for j in lanes:
@@ -381,9 +475,6 @@ class Predictor(wiring.Component):
         ``delta`` per lane; ``kind``, ``raw``, ``last`` and ``count`` pass through.
     """
 
-    #: Clocks from an accepted input beat to its output beat with the output always ready.
-    LATENCY = 9
-
     def __init__(self, lanes, max_line=4096, max_plane=65536):
         if lanes not in LANE_COUNTS:
             raise ValueError(f"lanes must be one of {LANE_COUNTS}, not {lanes!r}")
@@ -395,6 +486,8 @@ class Predictor(wiring.Component):
         self.max_plane = max_plane
         self.line_depth = delay_depth(max_line, lanes)
         self.plane_depth = delay_depth(max_plane, lanes)
+        #: See :func:`latency`.
+        self.LATENCY = latency(lanes, max_line, max_plane)
         super().__init__({
             "cx": In(BOX_BITS),
             "cy": In(BOX_BITS),
