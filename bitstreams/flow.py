@@ -212,10 +212,17 @@ def _yosys(verilog: str, design: str, netlist: str, work: Path,
 
     ABC9, the default mapper, fails on the netlist of the largest configuration (lanes16):
     Yosys 0.70 either trips an assertion when it reintegrates ABC9's result or dies inside
-    ABC9 without a message. Classic ABC (``-noabc9``) maps it; the row names the mapper, since
-    the two give somewhat different LUT counts and Fmax.
+    ABC9 without a message. ``synth_ecp5`` has no switch for another mapper any more, so the
+    fallback runs its script up to the LUT mapping, maps with classic ABC (``abc -lut 4``)
+    instead of ``abc9``, and runs the rest; the row names the mapper, since the two give
+    somewhat different LUT counts and Fmax.
     """
     script = f"read_verilog {verilog}; synth_ecp5 -top {design} -json {netlist}"
+    classic = (f"read_verilog {verilog}; synth_ecp5 -top {design} -run begin:map_luts; "
+               # synth_lattice's map_luts step, with abc in place of abc9
+               "check -latchonly -assert; techmap -map +/lattice/latches_map.v; "
+               "abc -lut 4; clean; "
+               f"synth_ecp5 -top {design} -run map_cells: -json {netlist}")
     log = work / "yosys.log"
     try:
         return _run([_tool(YOSYS), "-p", script], log, work, timeout), "abc9"
@@ -228,7 +235,7 @@ def _yosys(verilog: str, design: str, netlist: str, work: Path,
             raise
     failed = log.rename(work / "yosys-abc9.log")
     print(f"{design}: ABC9 failed (see {failed}); mapping with classic ABC", flush=True)
-    return _run([_tool(YOSYS), "-p", script + " -noabc9"], log, work, timeout), "abc"
+    return _run([_tool(YOSYS), "-p", classic], log, work, timeout), "abc"
 
 
 def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, seed: int,
