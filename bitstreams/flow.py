@@ -210,9 +210,10 @@ def _yosys(verilog: str, design: str, netlist: str, work: Path,
            timeout: float) -> tuple[float, str]:
     """Yosys's ECP5 synthesis; its wall time and the LUT mapper that worked.
 
-    ABC9, the default mapper, fails on the netlist of the largest configuration (lanes16):
-    Yosys 0.70 either trips an assertion when it reintegrates ABC9's result or dies inside
-    ABC9 without a message. ``synth_ecp5`` has no switch for another mapper any more, so the
+    ABC9, the default mapper, has failed on the netlist of the largest configuration
+    (lanes16 at commit e3dd3e1; later RTL mapped): Yosys 0.70 either tripped an assertion when
+    it reintegrated ABC9's result or died inside ABC9 without a message. ``synth_ecp5`` has no
+    switch for another mapper any more, so the
     fallback runs its script up to the LUT mapping, maps with classic ABC (``abc -lut 4``)
     instead of ``abc9``, and runs the rest; the row names the mapper, since the two give
     somewhat different LUT counts and Fmax.
