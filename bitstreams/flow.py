@@ -172,12 +172,12 @@ def unit_resources(netlist: dict, depth: int = 2) -> dict[str, dict[str, int]]:
         if kind is None:
             continue
         label, weight = kind
-        scope = name.split("$", 1)[0].split(".")[:-1]  # drop the cell's own name
         if name.startswith("$"):
             unit = "(unnamed)"
         else:
+            scope = name.split("$", 1)[0].split(".")[:-1]  # drop the cell's own name
             unit = ".".join(scope[:depth]) or "(top level)"
-        counts = units.setdefault(unit, dict.fromkeys(("LUT4", "FF", "BRAM", "DSP"), 0))
+        counts = units.setdefault(unit, dict.fromkeys(RESOURCES.values(), 0))
         counts[label] += weight
     return dict(sorted(units.items(), key=lambda item: (-item[1]["LUT4"], item[0])))
 
@@ -213,10 +213,9 @@ def _yosys(verilog: str, design: str, netlist: str, work: Path,
     ABC9, the default mapper, has failed on the netlist of the largest configuration
     (lanes16 at commit e3dd3e1; later RTL mapped): Yosys 0.70 either tripped an assertion when
     it reintegrated ABC9's result or died inside ABC9 without a message. ``synth_ecp5`` has no
-    switch for another mapper any more, so the
-    fallback runs its script up to the LUT mapping, maps with classic ABC (``abc -lut 4``)
-    instead of ``abc9``, and runs the rest; the row names the mapper, since the two give
-    somewhat different LUT counts and Fmax.
+    switch for another mapper any more, so the fallback runs its script up to the LUT mapping,
+    maps with classic ABC (``abc -lut 4``) instead of ``abc9``, and runs the rest; the row
+    names the mapper, since the two give somewhat different LUT counts and Fmax.
     """
     script = f"read_verilog {verilog}; synth_ecp5 -top {design} -json {netlist}"
     classic = (f"read_verilog {verilog}; synth_ecp5 -top {design} -run begin:map_luts; "
@@ -346,7 +345,7 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
         for row in broken_down:
             units = list(row["units"].items())[:UNITS_LISTED]
             lines.append(f"- {row['design']} {row['config']}: " + "; ".join(
-                f"{unit} {c['LUT4']} / {c['FF']} / {c['BRAM']} / {c['DSP']}"
+                f"{unit} " + " / ".join(str(c[label]) for label in RESOURCES.values())
                 for unit, c in units))
     commands = sorted({row["command"] for row in rows if "command" in row})
     lines += ["", "Produced by:", ""] + [f"    {command}" for command in commands]
