@@ -183,8 +183,8 @@ class _Front(wiring.Component):
         sync_here = side["valid"] & phase_zero & any_values
         m.d.comb += [self.sync_push.eq(sync_here), self.sync_offset.eq(pos[:32])]
         next_phase = phase + side["count"]
-        wrapped = Signal(32)
-        m.d.comb += wrapped.eq(Mux(next_phase >= self.sync_interval, 0, next_phase))
+        wraps = Signal()
+        m.d.comb += wraps.eq(next_phase >= self.sync_interval)
         with m.If(side["valid"]):
             with m.If(side["last"]):
                 m.d.sync += [pos.eq(0), n_values.eq(0), phase.eq(0), n_syncs.eq(0),
@@ -194,8 +194,10 @@ class _Front(wiring.Component):
                 m.d.sync += [
                     pos.eq(pos + length),
                     n_values.eq(n_values + side["count"]),
-                    phase.eq(wrapped),
-                    phase_zero.eq(wrapped == 0),
+                    phase.eq(Mux(wraps, 0, next_phase)),
+                    # The next phase is 0 if it wraps, or if it is 0 and no value comes: no
+                    # 32-bit comparison after the wrap's Mux.
+                    phase_zero.eq(wraps | (phase_zero & (side["count"] == 0))),
                     any_values.eq(any_values | (side["count"] != 0)),
                     n_syncs.eq(n_syncs + sync_here),
                 ]
@@ -400,6 +402,9 @@ class Packer(wiring.Component):
         # -- sync offsets and trailer -------------------------------------------------------
         per_word = width // 32
         sync_left = Signal(32)
+        # sync_left == 0 as a register of its own: the 32-bit comparison sat in front of the
+        # staging word's enables.
+        sync_none = Signal(init=1)
         gathered = Signal(range(per_word + 1))
         staging = Signal(width)
         trailer_words = -(-TRAILER_BYTES * 8 // width)
@@ -410,7 +415,7 @@ class Packer(wiring.Component):
             totals.outliers, totals.verbatims, totals.fills,
         )
         trailer = Cat(trailer, Const(0, trailer_words * width - len(trailer)))
-        emit_sync = (gathered == per_word) | ((sync_left == 0) & (gathered != 0))
+        emit_sync = (gathered == per_word) | (sync_none & (gathered != 0))
 
         with m.Switch(phase):
             with m.Case(_Phase.PAYLOAD):
@@ -423,6 +428,7 @@ class Packer(wiring.Component):
                         phase.eq(_Phase.SYNC),
                         ending.eq(0),
                         sync_left.eq(totals.syncs),
+                        sync_none.eq(totals.syncs == 0),
                         gathered.eq(0),
                         staging.eq(0),
                     ]
@@ -431,10 +437,11 @@ class Packer(wiring.Component):
                 with m.If(emit_sync):
                     with m.If(out_ready):
                         m.d.sync += [gathered.eq(0), staging.eq(0)]
-                with m.Elif(sync_left != 0):
+                with m.Elif(~sync_none):
                     m.d.comb += fifo.r_en.eq(1)
                     with m.If(fifo.r_rdy):
-                        m.d.sync += [sync_left.eq(sync_left - 1), gathered.eq(gathered + 1)]
+                        m.d.sync += [sync_left.eq(sync_left - 1), sync_none.eq(sync_left == 1),
+                                     gathered.eq(gathered + 1)]
                         with m.Switch(gathered):
                             for k in range(per_word):
                                 with m.Case(k):

@@ -204,13 +204,12 @@ class Compressor(wiring.Component):
         s = self.s_axis
         count = Signal(range(n_lanes + 1))
         m.d.comb += count.eq(sum(s.tkeep[4 * j] for j in range(n_lanes)))
-        taken = Signal(range(fmt.MAX_CHUNK_VALUES + 1))  # values of this chunk already in
-        # remaining = values - taken, a register of its own so that no subtraction sits
-        # between `taken` and the beat's count, and no Mux in front of its own subtraction (a
-        # valid box has at most 2**24 values). Between chunks it follows `values` a clock
-        # late, which the settle count covers.
+        # remaining = the chunk's values not yet in, a register of its own so that no
+        # subtraction sits in front of the beat's count, and no Mux in front of its own
+        # subtraction (a valid box has at most 2**24 values). Between chunks it follows
+        # `values` a clock late, which the settle count covers.
         remaining = Signal(range(fmt.MAX_CHUNK_VALUES + 1))
-        at_start = Signal(init=1)  # taken == 0, as a register of its own
+        at_start = Signal(init=1)  # no value of this chunk is in yet
         ends_here = Signal()
         m.d.comb += ends_here.eq(remaining <= count)
         beat_count = Signal.like(count)
@@ -230,12 +229,17 @@ class Compressor(wiring.Component):
         tlast_early = Signal()
         tlast_missing = Signal()
         accepted = s.tvalid & in_ready
+        # at_start's next value is also needed by the registered ``busy`` below.
+        at_start_next = Signal()
+        m.d.comb += at_start_next.eq(at_start)
+        m.d.sync += at_start.eq(at_start_next)
         with m.If(accepted):
             with m.If(ends_here | s.tlast):
-                m.d.sync += [taken.eq(0), at_start.eq(1), remaining.eq(values)]
+                m.d.comb += at_start_next.eq(1)
+                m.d.sync += remaining.eq(values)
             with m.Else():
-                m.d.sync += [taken.eq(taken + count), remaining.eq(remaining - count),
-                             at_start.eq(at_start & (count == 0))]
+                m.d.comb += at_start_next.eq(at_start & (count == 0))
+                m.d.sync += remaining.eq(remaining - count)
         with m.Elif(at_start):
             m.d.sync += remaining.eq(values)
         m.d.comb += [
@@ -362,16 +366,21 @@ class Compressor(wiring.Component):
         in_flight = Signal(range(1 << 16))
         # A chunk's last beat is counted a clock later, from a register: the box comparison
         # that ends it then does not also feed the counter's adder. ``chunk_in`` covers that
-        # clock in ``busy``, as ``taken`` is already back to 0.
+        # clock in ``busy``, as ``at_start`` is already back to 1.
         chunk_in = Signal()
-        m.d.sync += chunk_in.eq(accepted & quant.i.payload.last)
+        chunk_in_next = accepted & quant.i.payload.last
+        m.d.sync += chunk_in.eq(chunk_in_next)
         chunk_out = o.tvalid & o.tready & o.tlast
         m.d.sync += in_flight.eq(in_flight + chunk_in - chunk_out)
+        # busy = (in_flight != 0) | ~at_start | chunk_in, as a register computed from the next
+        # state of each, cycle for cycle the same value: it gates every configuration
+        # register's write enable, and the comparisons in front of that fan-out were the smoke
+        # core's worst path.
+        in_flight_next_nz = Mux(chunk_in == chunk_out, in_flight != 0,
+                                Mux(chunk_in, 1, in_flight != 1))
         busy = Signal()
-        m.d.comb += [
-            busy.eq((in_flight != 0) | (taken != 0) | chunk_in),
-            regs.busy.eq(busy),
-        ]
+        m.d.sync += busy.eq(in_flight_next_nz | ~at_start_next | chunk_in_next)
+        m.d.comb += regs.busy.eq(busy)
         error = Signal(len(regmap.ERROR))
         ctrl = reg["CTRL"]
         m.d.comb += soft_reset.eq(ctrl.strobe & ctrl.value[0])
@@ -386,8 +395,8 @@ class Compressor(wiring.Component):
         with m.Else():
             m.d.sync += error.eq(error | events)
         with m.If(soft_reset):
-            m.d.sync += [in_flight.eq(0), chunk_in.eq(0), taken.eq(0), at_start.eq(1),
-                         remaining.eq(values)]
+            m.d.sync += [in_flight.eq(0), chunk_in.eq(0), at_start.eq(1),
+                         remaining.eq(values), busy.eq(0)]
         m.d.comb += [
             reg["STATUS"].value.eq(Cat(busy, huff.cb_pending, error != 0, hist.clearing,
                                        build.busy | reading | (in_read != 0))),
