@@ -7,7 +7,7 @@ runs and machines describe the same hardware.
 Block RAM budget (ECP5-85F: 208 DP16KD of 18 Kbit). The plane buffer holds ``max_plane``
 prequantized values (28-bit ``q``), which is about 112 to 128 DP16KD at the default 65536,
 whatever N is. Everything else grows with N: each lane has its own codebook RAM
-(``2 x (2R+2)`` entries) and histogram banks, some 10 to 15 DP16KD per lane at R = 512. So
+(``2 x 2R`` entries) and histogram banks, some 10 to 15 DP16KD per lane at R = 512. So
 wide configurations get a smaller plane buffer (and accept smaller chunk planes) to leave room
 for the lanes; the synthesis report shows what was actually used.
 """
@@ -54,10 +54,17 @@ class Config:
 #: Plane buffer depth per lane count; see the block RAM budget in the module docstring.
 _MAX_PLANE = {1: 1 << 16, 2: 1 << 16, 4: 1 << 16, 8: 1 << 14, 16: 1 << 12}
 
+#: Symbol radius per lane count. At R = 512 the alphabet has 2R + 2 = 1026 symbols, two past
+#: a 1024-entry block RAM, so each lane's histogram RAMs double in depth; 16 lanes do not have
+#: the block RAM for that, and use R = 511 (1024 symbols). A stream for that card must use
+#: the same radius (``--radius 511``): the driver refuses any other.
+_RADIUS = {1: 512, 2: 512, 4: 512, 8: 512, 16: 511}
+
 #: All named configurations, by name. ``smoke`` is the whole core with small line and plane
 #: buffers: it synthesises in minutes, so CI can afford it on every run.
 CONFIGS: dict[str, Config] = {
-    **{f"lanes{n}": Config(f"lanes{n}", lanes=n, max_plane=_MAX_PLANE[n]) for n in _MAX_PLANE},
+    **{f"lanes{n}": Config(f"lanes{n}", lanes=n, radius=_RADIUS[n], max_plane=_MAX_PLANE[n])
+       for n in _MAX_PLANE},
     "smoke": Config("smoke", lanes=1, max_line=256, max_plane=1024),
 }
 

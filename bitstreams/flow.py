@@ -301,7 +301,7 @@ def _percent(resource: dict) -> float:
 
 def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
     """The table of ``synth.md``, with the commands and tool versions behind it."""
-    header = ["design", "config", "N", "max_plane", *RESOURCES.values(), "Fmax (MHz)",
+    header = ["design", "config", "N", "R", "max_plane", *RESOURCES.values(), "Fmax (MHz)",
               "GB/s", "yosys + nextpnr (s)"]
     lines = [
         "# Out-of-context ECP5 synthesis (LFE5U-85F, CABGA381)",
@@ -313,7 +313,8 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
         "|" + "|".join(" --- " for _ in header) + "|",
     ]
     for row in rows:
-        cells = [row["design"], row["config"], str(row["lanes"]), str(row["max_plane"])]
+        cells = [row["design"], row["config"], str(row["lanes"]), str(row.get("radius", "-")),
+                 str(row["max_plane"])]
         for label in RESOURCES.values():
             res = row["resources"][label]
             cells.append(f"{res['used']} / {res['available']} ({_percent(res):.1f}%)")

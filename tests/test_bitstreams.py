@@ -134,13 +134,13 @@ def test_a_design_too_large_is_reported_not_lost(tmp_path):
     resources = flow.device_utilisation(log)
     assert resources["LUT4"] == {"used": 101234, "available": 83640}
     assert resources["DSP"] == {"used": 120, "available": 156}
-    row = {"design": "top", "config": "lanes16", "lanes": 16, "max_plane": 4096,
+    row = {"design": "top", "config": "lanes16", "lanes": 16, "radius": 511, "max_plane": 4096,
            "resources": resources, "fmax_mhz": None, "gbytes_per_s": None, "fits": False,
            "critical_path": {}, "seconds": {"yosys": 1.0, "nextpnr": 2.0}, "command": "x"}
     meta = {"tools": {}, "seed": 1, "freq": 200.0}
     flow.write_reports([row], meta, tmp_path)
     table = (tmp_path / "synth.md").read_text()
-    assert "| top | lanes16 | 16 | 4096 | 101234 / 83640 (121.0%)" in table
+    assert "| top | lanes16 | 16 | 511 | 4096 | 101234 / 83640 (121.0%)" in table
     assert "does not fit" in table
     assert (tmp_path / "synth.png").stat().st_size > 0
 

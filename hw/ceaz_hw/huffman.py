@@ -9,9 +9,13 @@ escape NONE, so nothing downstream needs ``count`` to ignore them.
 Codebook banks
 --------------
 Every lane has its own copy of the codebook RAM, so N lookups per clock need no multi-port
-memory: ``2 x (2R + 2)`` entries of ``code | length << max_code_len``, bank ``b`` of symbol
-``s`` at address ``b (2R + 2) + s``. One bank is *active* (read by the lookups), the other is
-*next* (written by the host through ``cb_*``; all copies are written together).
+memory: ``2 x 2R`` entries of ``code | length << max_code_len``, bank ``b`` of symbol ``s <
+2R`` at address ``b 2R + s``. The two escape symbols ``2R`` (verbatim) and ``2R + 1`` (fill)
+live in registers beside it, one pair per bank shared by all lanes: at the default R = 512
+the RAM is then 2048 entries, which block RAMs hold side by side (2048 x 9 each) instead of
+one after another, so no select follows their slow outputs. One bank is *active* (read by the
+lookups), the other is *next* (written by the host through ``cb_*``; all copies are written
+together).
 
 ``cb_commit`` sets ``cb_pending``. The first beat of a chunk (the first beat after reset or
 after a beat with ``last``) that is taken into the lookup stage while ``cb_pending`` is set
@@ -26,9 +30,11 @@ high), so no read-during-write behaviour of the RAM is relied on.
 Pipeline
 --------
 Stage 1 is the RAM's own address register (a synchronous read port, gated by the pipeline
-enable) beside registers for the raw field, escape, ``last``, ``count`` and valid; stage 2
-registers the read data as it is (the cascaded block RAM's output is slow, so nothing follows
-it in the same clock) and the beat beside it; stage 3 forms ``bits`` and ``len``; a two-entry
+enable) beside registers for the escape symbol's entry (read from its bank in the same clock
+as the RAM), the raw field, escape, ``last``, ``count`` and valid; stage 2 registers the read
+data as it is (block RAM output is slow, so nothing follows it in the same clock) and the
+beat beside it; stage 3 picks the RAM's or the escape's entry and forms ``bits`` and ``len``;
+a two-entry
 :class:`~ceaz_hw.elastic.ElasticBuffer` follows, whose ``i.ready`` is the enable of every
 pipeline register and of the read ports.
 """
@@ -64,7 +70,8 @@ class _Combine(wiring.Component):
         self._lanes, self._max_code_len = lanes, max_code_len
         entry = _entry_layout(max_code_len)
         super().__init__({
-            "entry": In(data.ArrayLayout(entry, lanes)),  # the read data (stage 2)
+            "entry": In(data.ArrayLayout(entry, lanes)),  # the RAM's read data (stage 2)
+            "esc_entry": In(data.ArrayLayout(entry, lanes)),  # the escape's entry (stage 2)
             "s1": In(beat(Symbol(radius), lanes)),  # stage 2: the beat, sym unused
             "s1_valid": In(1),
             "o": Out(beat(Coded(max_code_len), lanes)),
@@ -80,7 +87,10 @@ class _Combine(wiring.Component):
             self.o_valid.eq(self.s1_valid),
         ]
         for lane in range(self._lanes):
-            src, entry, dst = s1.lanes[lane], self.entry[lane], self.o.lanes[lane]
+            src, dst = s1.lanes[lane], self.o.lanes[lane]
+            from_regs = (src.esc == Escape.VERBATIM) | (src.esc == Escape.FILL)
+            entry = Signal.like(self.entry[lane], name=f"entry{lane}")
+            m.d.comb += entry.eq(Mux(from_regs, self.esc_entry[lane], self.entry[lane]))
             code = entry.code
             # raw_len is 0, OUTLIER_BITS or 32 (ceaz_hw.beats.Symbol) and raw is zero above
             # it, so (code << raw_len) | raw is one of three concatenations.
@@ -192,26 +202,43 @@ class HuffmanLanes(wiring.Component):
             self.active_bank.eq(active),
         ]
         read_bank = active ^ swap
-        write_base = Mux(active, 0, n)  # the next bank
+        in_ram = 2 * self._radius  # symbols below the escapes
+        write_base = Mux(active, 0, in_ram)  # the next bank
+
+        # The escapes' entries, [bank][0: verbatim, 1: fill], written like the RAM.
+        escapes = [[Signal(entry, name=f"esc_entry{b}_{k}") for k in range(2)]
+                   for b in range(2)]
+        for b in range(2):
+            for k in range(2):
+                with m.If(write & (active != b) & (self.cb_addr == in_ram + k)):
+                    m.d.sync += escapes[b][k].eq(self.cb_data)
 
         # -- stage 1: one RAM per lane, its address register is the pipeline register ------
         entries = Signal(data.ArrayLayout(entry, self._lanes))
+        esc_entries = Signal(data.ArrayLayout(entry, self._lanes))
         for lane in range(self._lanes):
-            mem = Memory(shape=entry, depth=2 * n, init=[])
+            mem = Memory(shape=entry, depth=2 * in_ram, init=[])
             m.submodules[f"book{lane}"] = mem
             wp = mem.write_port()
             rp = mem.read_port(domain="sync")
+            sym = self.i.payload.lanes[lane].sym
             m.d.comb += [
                 wp.addr.eq(write_base + self.cb_addr),
                 wp.data.eq(self.cb_data),
-                wp.en.eq(write),
+                wp.en.eq(write & (self.cb_addr < in_ram)),
                 # Both banks' addresses are formed from the beat alone, so the late bank
-                # choice (through valid and swap) only selects between them.
-                rp.addr.eq(Mux(read_bank, n + self.i.payload.lanes[lane].sym,
-                               self.i.payload.lanes[lane].sym)),
+                # choice (through valid and swap) only selects between them. An escape's
+                # address is out of range or another symbol's: stage 3 ignores its data.
+                rp.addr.eq(Mux(read_bank, in_ram + sym, sym)),
                 rp.en.eq(enable),
                 entries[lane].eq(rp.data),
             ]
+            # Read in the lookup's clock, as the RAM is: a write into this bank after the swap
+            # cannot reach beats already looked up.
+            with m.If(enable):
+                m.d.sync += esc_entries[lane].eq(
+                    Mux(read_bank, Mux(sym[0], escapes[1][1], escapes[1][0]),
+                        Mux(sym[0], escapes[0][1], escapes[0][0])))
 
         s1 = Signal(self._in_layout)
         s1_valid = Signal()
@@ -220,16 +247,19 @@ class HuffmanLanes(wiring.Component):
 
         # -- stage 2: the read data registered -----------------------------------------------
         entries2 = Signal.like(entries)
+        esc_entries2 = Signal.like(esc_entries)
         s2 = Signal.like(s1)
         s2_valid = Signal()
         with m.If(enable):
-            m.d.sync += [entries2.eq(entries), s2.eq(s1), s2_valid.eq(s1_valid)]
+            m.d.sync += [entries2.eq(entries), esc_entries2.eq(esc_entries), s2.eq(s1),
+                         s2_valid.eq(s1_valid)]
 
         # -- stage 3 and the output buffer ---------------------------------------------------
         m.submodules.combine = combine = EnableInserter(enable)(
             _Combine(self._lanes, self._radius, self._max_code_len))
         m.d.comb += [
             combine.entry.eq(entries2),
+            combine.esc_entry.eq(esc_entries2),
             combine.s1.eq(s2),
             combine.s1_valid.eq(s2_valid),
             self.i.ready.eq(enable),

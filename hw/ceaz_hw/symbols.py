@@ -13,13 +13,14 @@ normal, ``|delta| >= R``   0            ``delta mod 2**31``         31          
 =========================  ===========  ==========================  ============  ==========
 
 A raw field is right-aligned in ``raw`` and every bit above ``raw_len`` is zero, so the
-Huffman lanes can OR it under the code. The stage is one register stage and a two-entry
-:class:`~ceaz_hw.elastic.ElasticBuffer`, its registers gated by the buffer's ``i.ready``.
+Huffman lanes can OR it under the code. The stage is two register stages (the band
+comparison, then the mapping) and a two-entry :class:`~ceaz_hw.elastic.ElasticBuffer`, its
+registers gated by the buffer's ``i.ready``.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import EnableInserter, Module, Mux
+from amaranth.hdl import EnableInserter, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -40,8 +41,12 @@ def _check_radius(radius) -> int:
 
 
 class _SymbolLanes(wiring.Component):
-    """The registered datapath: one register stage for every lane, ``last``, ``count`` and
-    the valid line. Every register advances every clock; the parent gates it with an enable."""
+    """The registered datapath: two register stages for every lane, ``last``, ``count`` and
+    the valid line. Every register advances every clock; the parent gates it with an enable.
+
+    The first stage registers the input and each lane's band comparison, the second maps: the
+    comparisons' carry chains and the Mux fan-out over the 32-bit raw field do not share a
+    clock (together they were the smoke core's worst path)."""
 
     def __init__(self, lanes, radius):
         self._lanes, self._radius = lanes, radius
@@ -55,16 +60,22 @@ class _SymbolLanes(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         r = self._radius
+        s1 = Signal.like(self.i, name="s1")
+        s1_valid = Signal()
+        m.d.sync += [s1.eq(self.i), s1_valid.eq(self.i_valid)]
         m.d.sync += [
-            self.o.last.eq(self.i.last),
-            self.o.count.eq(self.i.count),
-            self.o_valid.eq(self.i_valid),
+            self.o.last.eq(s1.last),
+            self.o.count.eq(s1.count),
+            self.o_valid.eq(s1_valid),
         ]
         for lane in range(self._lanes):
-            src, dst = self.i.lanes[lane], self.o.lanes[lane]
+            src, dst = s1.lanes[lane], self.o.lanes[lane]
             delta = src.delta
             # Bit-exact with ceaz.symbols.encode: in band iff kind normal and |delta| < R.
-            in_band = (src.kind == Kind.NORMAL) & (delta > -r) & (delta < r)
+            in_band = Signal(name=f"s1_in_band{lane}")
+            given = self.i.lanes[lane]
+            m.d.sync += in_band.eq((given.kind == Kind.NORMAL) & (given.delta > -r)
+                                   & (given.delta < r))
             # ceaz.chunk.chunk_symbols: the outlier field is delta & (2**31 - 1); the delta
             # port is exactly OUTLIER_BITS wide, so that is its two's-complement pattern.
             assert DELTA_BITS == fmt.OUTLIER_BITS
@@ -111,7 +122,7 @@ class SymbolStage(wiring.Component):
     """
 
     #: Clocks from an accepted input beat to its output beat with the output always ready.
-    LATENCY = 2
+    LATENCY = 3
 
     def __init__(self, lanes=1, radius=fmt.DEFAULT_RADIUS):
         self._radius = _check_radius(radius)
