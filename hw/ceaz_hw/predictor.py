@@ -113,8 +113,14 @@ def _rotate(lo, hi, b, lanes):
     ``lo``, i.e. lanes ``N - b .. 2N - b - 1`` of ``lo ++ hi``."""
     if lanes == 1:
         return list(hi)
+    # A logarithmic shifter: stage k moves the window up by 2**k lanes when bit k of b is set,
+    # log2(N) two-way selects per lane instead of one N-way select (about half the LUTs).
     window = list(lo) + list(hi)
-    return [Array(window[lanes + j - s] for s in range(lanes))[b] for j in range(lanes)]
+    for k in range((lanes - 1).bit_length()):
+        step = 1 << k
+        window = window[:step] + [Mux(b[k], window[i - step], window[i])
+                                  for i in range(step, 2 * lanes)]
+    return window[lanes:]
 
 
 def _bank_levels(depth: int) -> int:
