@@ -90,9 +90,9 @@ def hand_out(order: list[int], bl_count: list[int], max_len: int) -> np.ndarray:
 def k3_limit(bl_count: list[int], max_len: int) -> tuple[list[int], int]:
     """JPEG K.3 as the RTL steps it: one move per clock at (level, shorter); the nearest
     non-empty level two or more above is searched (two clocks) only when it is not simply one
-    above the last, and a clock reloads the count at ``level`` whenever ``level`` changes.
+    above the last, and two clocks reload the count at ``level`` whenever ``level`` changes.
     Returns the limited counts and the clocks."""
-    bl, level, clocks, shorter = list(bl_count), len(bl_count) - 1, 1, None
+    bl, level, clocks, shorter = list(bl_count), len(bl_count) - 1, 2, None
     while True:
         clocks += 1
         if shorter is None:
@@ -100,7 +100,7 @@ def k3_limit(bl_count: list[int], max_len: int) -> tuple[list[int], int]:
                 return bl[: max_len + 1], clocks
             if bl[level] == 0:
                 level -= 1
-                clocks += 1
+                clocks += 2
             else:  # the candidates, then the nearest of them
                 shorter = max(k for k in range(level - 1) if bl[k] > 0)
                 clocks += 1
@@ -114,7 +114,7 @@ def k3_limit(bl_count: list[int], max_len: int) -> tuple[list[int], int]:
         else:
             if bl[level] == 0:
                 level -= 1
-                clocks += 1
+                clocks += 2
             shorter = None
 
 

@@ -492,7 +492,9 @@ class CodebookBuilder(wiring.Component):
             shorter = Signal(range(len(bl)))
             found = Signal()  # ``shorter`` holds the level the next move takes a leaf from
             here = Signal(pos_width)  # bl[level], kept in a register: a move takes 2 from it
-            stale = Signal()  # ``level`` changed: the next clock reloads ``here``
+            stale = Signal()  # ``level`` changed: the next clock picks bl[level] ...
+            picked = Signal(pos_width)  # ... into this register, and the clock after that
+            loading = Signal()  # loads it into ``here`` (the wide select is not on here's path)
             level_oh = Signal(len(bl), init=1 << max_depth)  # level and shorter, one-hot
             shorter_oh = Signal(len(bl))
             candidates = Signal(len(bl))  # non-empty levels two or more above ``level``
@@ -515,8 +517,10 @@ class CodebookBuilder(wiring.Component):
                     with m.Switch(level):
                         for k in range(len(bl)):
                             with m.Case(k):
-                                m.d.sync += here.eq(bl[k])
-                    m.d.sync += stale.eq(0)
+                                m.d.sync += picked.eq(bl[k])
+                    m.d.sync += [stale.eq(0), loading.eq(1)]
+                with m.Elif(loading):
+                    m.d.sync += [here.eq(picked), loading.eq(0)]
                 with m.Elif(~found):
                     with m.If(level <= max_len):
                         m.d.sync += [idx.eq(1), cum[0].eq(0), next_code[0].eq(0)]
