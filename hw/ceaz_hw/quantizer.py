@@ -253,12 +253,17 @@ class _Lane(wiring.Component):
         ma, ea = _mant_exp(a_bits)
         mb, eb = _mant_exp(b_bits)
         a_big = a_bits >= b_bits  # non-negative floats order like their bit patterns
+        # d = min(dist, 27) and far = dist > 27 for both orders, beside the 31-bit compare that
+        # picks one: the next stage's shift by d then starts from a register.
+        dists = [(ea - eb)[:8], (eb - ea)[:8]]  # the first is dist if a_big, the second if not
+        fars = [dist > 27 for dist in dists]
+        ds = [Mux(f, 27, dist)[:5] for f, dist in zip(fars, dists, strict=True)]
         s = st.next(**keep(s, "raw", "fill", "tl", "q"),
                     m_big=Mux(a_big, ma, mb), m_small=Mux(a_big, mb, ma),
-                    e_big=Mux(a_big, ea, eb), dist=Mux(a_big, ea - eb, eb - ea)[:8])
+                    e_big=Mux(a_big, ea, eb), far=Mux(a_big, fars[0], fars[1]),
+                    d=Mux(a_big, ds[0], ds[1]))
 
-        far = s["dist"] > 27
-        d = Mux(far, 27, s["dist"])[:5]
+        far, d = s["far"], s["d"]
         # r = 27 - k with k = ee - (e_big - d): the right shift that brings Me to Dm's scale.
         r = _widen(m, 27 - _widen(m, cfg.ee, signed(11)) + s["e_big"] - d, signed(11))
         s = st.next(**keep(s, "raw", "fill", "tl", "q"),

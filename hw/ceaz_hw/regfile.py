@@ -44,9 +44,11 @@ pulse.
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Iterable, Mapping
 
-from amaranth.hdl import Cat, Module, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -208,12 +210,17 @@ class RegisterFile(wiring.Component):
                 m.d.sync += [bus.bresp.eq(Resp.SLVERR), self.bad_address.eq(1)]
 
         # -- reads: ar held, read_wait clocks, sample, respond --------------------------------
-        ar_addr = Signal(self.addr_width)
+        # The address is decoded as it is taken, into one flag per register: the read data's
+        # select then starts from registers (decode and select in one clock were a path of
+        # ten LUT levels in the whole core).
+        ar_hits = {reg.name: Signal(name=f"ar_hit_{reg.name.lower()}")
+                   for reg in self.registers}
         waiting = Signal()
         wait_count = Signal(range(max(self.read_wait, 1) + 1))  # never 0 bits wide
         m.d.comb += bus.arready.eq(~waiting & ~bus.rvalid)
         with m.If(bus.arvalid & bus.arready):
-            m.d.sync += [ar_addr.eq(bus.araddr), waiting.eq(1), wait_count.eq(self.read_wait)]
+            m.d.sync += [waiting.eq(1), wait_count.eq(self.read_wait)]
+            m.d.sync += [ar_hits[reg.name].eq(hits(bus.araddr, reg)) for reg in self.registers]
         with m.If(bus.rvalid & bus.rready):
             m.d.sync += bus.rvalid.eq(0)
 
@@ -224,15 +231,15 @@ class RegisterFile(wiring.Component):
         read_mapped = Signal()
         m.d.comb += read_mapped.eq(0)
         with m.If(sample):
-            m.d.sync += [waiting.eq(0), bus.rvalid.eq(1), bus.rdata.eq(0)]
+            m.d.sync += [waiting.eq(0), bus.rvalid.eq(1)]
+            # At most one flag is set: the data is an OR of the selected values.
+            m.d.sync += bus.rdata.eq(functools.reduce(operator.or_, (
+                Mux(ar_hits[reg.name], fields[reg.name].value, 0)
+                for reg in self.registers if reg.access != "WO"), Const(0, WIDTH)))
+            m.d.comb += read_mapped.eq(Cat(ar_hits.values()).any())
             for reg in self.registers:
-                with m.If(hits(ar_addr, reg)):
-                    m.d.comb += read_mapped.eq(1)
-                    field = fields[reg.name]
-                    if reg.access == "RO":
-                        m.d.comb += field.strobe.eq(1)
-                    if reg.access != "WO":
-                        m.d.sync += bus.rdata.eq(field.value)
+                if reg.access == "RO":
+                    m.d.comb += fields[reg.name].strobe.eq(ar_hits[reg.name])
             with m.If(read_mapped):
                 m.d.sync += bus.rresp.eq(Resp.OKAY)
             with m.Else():
