@@ -253,21 +253,18 @@ class _Lane(wiring.Component):
         ma, ea = _mant_exp(a_bits)
         mb, eb = _mant_exp(b_bits)
         a_big = a_bits >= b_bits  # non-negative floats order like their bit patterns
-        # d = min(dist, 27) and far = dist > 27 for both orders, beside the 31-bit compare that
-        # picks one: the next stage's shift by d then starts from a register.
-        dists = [(ea - eb)[:8], (eb - ea)[:8]]  # the first is dist if a_big, the second if not
-        fars = [dist > 27 for dist in dists]
-        ds = [Mux(f, 27, dist)[:5] for f, dist in zip(fars, dists, strict=True)]
         s = st.next(**keep(s, "raw", "fill", "tl", "q"),
                     m_big=Mux(a_big, ma, mb), m_small=Mux(a_big, mb, ma),
-                    e_big=Mux(a_big, ea, eb), far=Mux(a_big, fars[0], fars[1]),
-                    d=Mux(a_big, ds[0], ds[1]))
+                    e_big=Mux(a_big, ea, eb), dist=Mux(a_big, ea - eb, eb - ea)[:8])
 
-        far, d = s["far"], s["d"]
+        # d = min(dist, 27). Both outcomes of dist > 27 are formed beside that comparison and
+        # picked after it, so the shift and the adders do not wait for it.
+        far, near_d = s["dist"] > 27, s["dist"][:5]  # near_d is d whenever not far
         # r = 27 - k with k = ee - (e_big - d): the right shift that brings Me to Dm's scale.
-        r = _widen(m, 27 - _widen(m, cfg.ee, signed(11)) + s["e_big"] - d, signed(11))
+        ee = _widen(m, cfg.ee, signed(11))
+        r = _widen(m, Mux(far, s["e_big"] - ee, 27 - ee + s["e_big"] - near_d), signed(11))
         s = st.next(**keep(s, "raw", "fill", "tl", "q"),
-                    big=(s["m_big"] << d)[:51],
+                    big=Mux(far, s["m_big"] << 27, s["m_big"] << near_d)[:51],
                     small=Mux(far, s["m_small"] != 0, s["m_small"]),
                     r=r)
 
