@@ -335,6 +335,7 @@ class Packer(wiring.Component):
         complete = Signal(range(depth + 1))  # p: complete words at the head of `buf`
         ending = Signal()  # the chunk's last beat is in: drain, then sync offsets and trailer
         totals = Signal(_Totals)
+        no_payload = Signal(init=1)  # totals.bits == 0, registered with totals: it gates out_valid
         last_groups = Signal(range(width // 64 + 1))  # 64-bit groups in the final word
 
         pop = Signal()
@@ -384,6 +385,7 @@ class Packer(wiring.Component):
             m.d.sync += [
                 ending.eq(1),
                 totals.eq(front.totals),
+                no_payload.eq(front.totals.bits == 0),
                 last_groups.eq((bits_in_final >> 6) + 1),
             ]
 
@@ -411,7 +413,7 @@ class Packer(wiring.Component):
         trailer_index = Signal(range(trailer_words + 1))  # at least one bit
         trailer = Cat(
             Const(TRAILER_MAGIC, 32), totals.n, totals.bits,
-            Mux(totals.bits == 0, 0, crc.crc),  # an empty payload's CRC is 0
+            Mux(no_payload, 0, crc.crc),  # an empty payload's CRC is 0
             totals.outliers, totals.verbatims, totals.fills,
         )
         trailer = Cat(trailer, Const(0, trailer_words * width - len(trailer)))
@@ -451,7 +453,7 @@ class Packer(wiring.Component):
             with m.Case(_Phase.TRAILER):
                 final = trailer_index == trailer_words - 1
                 m.d.comb += [
-                    out_valid.eq(crc.crc_valid | (totals.bits == 0)),
+                    out_valid.eq(crc.crc_valid | no_payload),
                     out_last.eq(final),
                 ]
                 with m.Switch(trailer_index):
