@@ -201,7 +201,10 @@ class HuffmanLanes(wiring.Component):
             self.cb_busy_error.eq(self.cb_we & pending),
             self.active_bank.eq(active),
         ]
-        read_bank = active ^ swap
+        # The bank the lookup reads: the next one at a chunk's first beat while a commit waits.
+        # From registers only, not from ``take``: a clock without a take discards its read,
+        # and valid (through the histogram's ready) is late.
+        read_bank = active ^ (first & pending)
         in_ram = 2 * self._radius  # symbols below the escapes
         write_base = Mux(active, 0, in_ram)  # the next bank
 
@@ -226,9 +229,8 @@ class HuffmanLanes(wiring.Component):
                 wp.addr.eq(write_base + self.cb_addr),
                 wp.data.eq(self.cb_data),
                 wp.en.eq(write & (self.cb_addr < in_ram)),
-                # Both banks' addresses are formed from the beat alone, so the late bank
-                # choice (through valid and swap) only selects between them. An escape's
-                # address is out of range or another symbol's: stage 3 ignores its data.
+                # An escape's address is out of range or another symbol's: stage 3 ignores
+                # its data.
                 rp.addr.eq(Mux(read_bank, in_ram + sym, sym)),
                 rp.en.eq(enable),
                 entries[lane].eq(rp.data),

@@ -279,6 +279,7 @@ class Compressor(wiring.Component):
         adapt = reg["ADAPT"].value[0]
         n_sym = fmt.n_symbols(self.radius)
         started = Signal(32)  # chunks whose first beat has entered the Huffman lanes
+        behind = Signal(init=1)  # started < builds + ADAPT_LAG, a clock late
         fork_first = Signal(init=1)  # the beat at the fork is a chunk's first
         reads_done = Signal(32)  # histograms handed to the builder completely
         reading = Signal()
@@ -322,11 +323,15 @@ class Compressor(wiring.Component):
             build.i.valid.eq(in_read[-1]),
             # Without ADAPT the builder never writes (a build under way waits for ever, and
             # the next stream that sets ADAPT starts with a soft reset).
-            build.cb_pending.eq(~adapt | huff.cb_pending | (started < build.builds + lag)),
+            build.cb_pending.eq(~adapt | huff.cb_pending | behind),
         ]
+        # The builder's wait for chunk k+1 to start, registered (32-bit adder and comparison
+        # into the builder's state were the smoke core's worst path): it only ever ends a clock
+        # later, which keeps the order above.
+        m.d.sync += behind.eq(started < build.builds + lag)
         with m.If(soft_reset):
-            m.d.sync += [started.eq(0), fork_first.eq(1), reads_done.eq(0), reading.eq(0),
-                         in_read.eq(0), ahead.eq(0), first_two.eq(0)]
+            m.d.sync += [started.eq(0), behind.eq(1), fork_first.eq(1), reads_done.eq(0),
+                         reading.eq(0), in_read.eq(0), ahead.eq(0), first_two.eq(0)]
 
         wiring.connect(m, huff.o, pack.i)
         o = self.m_axis
