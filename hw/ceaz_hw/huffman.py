@@ -34,9 +34,8 @@ enable) beside registers for the escape symbol's entry (read from its bank in th
 as the RAM), the raw field, escape, ``last``, ``count`` and valid; stage 2 registers the read
 data as it is (block RAM output is slow, so nothing follows it in the same clock) and the
 beat beside it; stage 3 picks the RAM's or the escape's entry and forms ``bits`` and ``len``;
-a two-entry
-:class:`~ceaz_hw.elastic.ElasticBuffer` follows, whose ``i.ready`` is the enable of every
-pipeline register and of the read ports.
+a two-entry :class:`~ceaz_hw.elastic.ElasticBuffer` follows, whose ``i.ready`` is the enable
+of every pipeline register and of the read ports.
 """
 
 from __future__ import annotations
