@@ -313,7 +313,7 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
         "|" + "|".join(" --- " for _ in header) + "|",
     ]
     for row in rows:
-        cells = [row["design"], row["config"], str(row["lanes"]), str(row.get("radius", "-")),
+        cells = [row["design"], row["config"], str(row["lanes"]), str(row["radius"]),
                  str(row["max_plane"])]
         for label in RESOURCES.values():
             res = row["resources"][label]

@@ -172,7 +172,7 @@ def test_units_are_named_after_the_registers_their_logic_feeds(tmp_path):
     assert units["core.quantizer"] == {"LUT4": 2, "FF": 0, "BRAM": 0, "DSP": 1}
     assert units["core.histogram"]["BRAM"] == 1
 
-    row = {"design": "top", "config": "smoke", "lanes": 1, "max_plane": 1024,
+    row = {"design": "top", "config": "smoke", "lanes": 1, "radius": 512, "max_plane": 1024,
            "resources": {label: {"used": 1, "available": 2} for label in flow.RESOURCES.values()},
            "fmax_mhz": 80.0, "gbytes_per_s": 0.32, "critical_path": {},
            "seconds": {"yosys": 1.0, "nextpnr": 2.0}, "command": "x", "commit": "abc1234",
