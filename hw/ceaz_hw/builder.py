@@ -289,6 +289,15 @@ class CodebookBuilder(wiring.Component):
         s4_depth, last_depth, prev_depth = (Signal(depth_width) for _ in range(3))
         m.d.sync += [s1_idx.eq(idx), s2_idx.eq(s1_idx)]
 
+        # The last pass's output table and the internal nodes are read at addresses the
+        # phases set, except that the merge's decision picks the next heads' addresses. That
+        # pick is the last select before the tables (``merge_take``, at the end), so the
+        # weight comparison is a LUT or two from a block RAM's address, not a state's select.
+        sorted_rp = elem[1][0]
+        sorted_addr = Signal.like(sorted_rp.addr)
+        node_addr = Signal.like(node_rp.addr)
+        merge_take = Signal()  # the merge decides in this clock, and takes a leaf
+
         with m.FSM(name="phase") as phase:
             # -- load -----------------------------------------------------------------------
             with m.State("LOAD"):
@@ -342,7 +351,7 @@ class CodebookBuilder(wiring.Component):
                 issue = issue_until(n)
                 # 0: read the source slot; 1: register it; 2: read its bucket's offset;
                 # 3: register that; 4: write the element there and the offset + 1 back.
-                m.d.comb += [elem[0][0].addr.eq(idx), elem[1][0].addr.eq(idx)]
+                m.d.comb += [elem[0][0].addr.eq(idx), sorted_addr.eq(idx)]
                 # Both tables' outputs are registered, then the source picked: the select
                 # is not on a block RAM's output path.
                 s1_elem = Mux(src, s1_raw[1], s1_raw[0])
@@ -380,20 +389,21 @@ class CodebookBuilder(wiring.Component):
             leaf_h = Signal(ww)  # the heads of both queues, captured from the read ports
             node_h = Signal(self.node_width)
             taken_w_r = Signal(self.node_width)
-            leaves_left = Signal()  # registered in capture: leaf < n
+            # leaf < n, registered in capture and cleared after the decision: high only in
+            # a decide clock, so the take needs no state decode (``merge_take``).
+            leaves_left = Signal()
             queue_empty = Signal()  # registered in capture: node == made
             leaf_addr = Signal(sw)  # the next leaf's address (n - 1 - leaf), and the one after
             leaf_addr_next = Signal(sw)
             node_addr_next = Signal(range(n))  # node + 1
             node_taken_r = Signal()  # the last take was an internal node
-            sorted_rp = elem[1][0]  # the last pass's output
 
             def read_leaf(ascending):
-                m.d.comb += sorted_rp.addr.eq(n - 1 - ascending)
+                m.d.comb += sorted_addr.eq(n - 1 - ascending)
 
             with m.State("MERGE_START"):
                 read_leaf(0)
-                m.d.comb += node_rp.addr.eq(0)
+                m.d.comb += node_addr.eq(0)
                 m.d.sync += [leaf.eq(0), node.eq(0), made.eq(0), second.eq(0), capture.eq(1),
                              decided.eq(0)]
                 # The depth pass's start, set here: the merge's last take then changes the
@@ -436,12 +446,13 @@ class CodebookBuilder(wiring.Component):
                         with m.If(second):
                             m.d.sync += made.eq(made + 1)
                             with m.If(made == n - 2):
+                                m.d.sync += leaves_left.eq(0)
                                 m.next = "DEPTH"
                 with m.Else():
-                    take_leaf = leaves_left & (queue_empty | (leaf_h <= node_h))
-                    m.d.comb += sorted_rp.addr.eq(Mux(take_leaf, leaf_addr_next, leaf_addr))
-                    m.d.comb += node_rp.addr.eq(Mux(take_leaf, node, node_addr_next))
+                    take_leaf = merge_take
+                    m.d.comb += [sorted_addr.eq(leaf_addr), node_addr.eq(node_addr_next)]
                     m.d.sync += [
+                        leaves_left.eq(0),
                         taken_w_r.eq(Mux(take_leaf, leaf_h, node_h)),
                         node_taken_r.eq(~take_leaf),
                         leaf.eq(leaf + take_leaf),
@@ -576,7 +587,7 @@ class CodebookBuilder(wiring.Component):
             # -- lengths in hand-out order -------------------------------------------------------
             with m.State("HANDOUT"):
                 issue = issue_until(n)
-                m.d.comb += sorted_rp.addr.eq(idx)
+                m.d.comb += sorted_addr.eq(idx)
                 sym, _ = unpack(sorted_rp.data)
                 above = Signal(max_len)  # rank >= cum[k], compared a clock ahead
                 m.d.sync += above.eq(Cat(idx >= cum[k] for k in range(1, max_len + 1)))
@@ -626,6 +637,11 @@ class CodebookBuilder(wiring.Component):
                 m.d.sync += [self.cb_commit.eq(0), self.cb_we.eq(0)]
                 m.next = "LOAD"
 
+        # The merge's take, outside the state's select: ``leaves_left`` is high only in a
+        # decide clock, and both heads' next addresses are ready in registers.
+        m.d.comb += [merge_take.eq(leaves_left & (queue_empty | (leaf_h <= node_h))),
+                     sorted_rp.addr.eq(Mux(merge_take, leaf_addr_next, sorted_addr)),
+                     node_rp.addr.eq(Mux(merge_take, node, node_addr))]
         # A build runs from its first count to its commit (COMMITTED: the commit is out).
         m.d.comb += self.busy.eq(~(phase.ongoing("LOAD") & (idx == 0))
                                  & ~phase.ongoing("COMMITTED"))
