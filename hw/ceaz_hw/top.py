@@ -34,6 +34,7 @@ from ceaz import regmap
 from .axi import AXI4LiteSignature, AXI4StreamSignature
 from .beats import LANE_COUNTS, Escape, symbol_bits
 from .builder import CodebookBuilder
+from .elastic import ElasticBuffer
 from .histogram import Histogram
 from .huffman import HuffmanLanes
 from .packer import Packer
@@ -251,19 +252,24 @@ class Compressor(wiring.Component):
         wiring.connect(m, quant.o, pred.i)
         wiring.connect(m, pred.o, syms.i)
         # Fork the symbols to the Huffman lanes and the histogram; both take the beat together.
-        # With ADAPT, a beat also waits for the on-chip adaptation (see below).
+        # With ADAPT, a beat also waits for the on-chip adaptation (see below). The histogram
+        # takes it through a buffer, so that its bank's clean flag is not in the fork's ready
+        # and the fork's gate not in the histogram's bank logic. The histogram may only lag:
+        # the gate below counts reads of completed histograms, and ``busy`` covers the buffer.
         src = syms.o
+        hist_buf = pipeline("hist_buffer", ElasticBuffer(hist.i.payload.shape()))
+        wiring.connect(m, hist_buf.o, hist.i)
         adaptation_ok = Signal()
         m.d.comb += [
             huff.i.payload.eq(src.payload),
-            huff.i.valid.eq(src.valid & hist.i.ready & adaptation_ok),
-            hist.i.valid.eq(src.valid & huff.i.ready & adaptation_ok),
-            hist.i.payload.last.eq(src.payload.last),
-            hist.i.payload.count.eq(src.payload.count),
-            src.ready.eq(huff.i.ready & hist.i.ready & adaptation_ok),
+            huff.i.valid.eq(src.valid & hist_buf.i.ready & adaptation_ok),
+            hist_buf.i.valid.eq(src.valid & huff.i.ready & adaptation_ok),
+            hist_buf.i.payload.last.eq(src.payload.last),
+            hist_buf.i.payload.count.eq(src.payload.count),
+            src.ready.eq(huff.i.ready & hist_buf.i.ready & adaptation_ok),
         ]
         for j in range(n_lanes):
-            m.d.comb += hist.i.payload.lanes[j].eq(src.payload.lanes[j].sym)
+            m.d.comb += hist_buf.i.payload.lanes[j].eq(src.payload.lanes[j].sym)
         fork_taken = src.valid & src.ready
 
         # -- on-chip adaptation (ADAPT, docs/hardware.md "Codebook builder") ---------------
@@ -377,14 +383,18 @@ class Compressor(wiring.Component):
         m.d.sync += chunk_in.eq(chunk_in_next)
         chunk_out = o.tvalid & o.tready & o.tlast
         m.d.sync += in_flight.eq(in_flight + chunk_in - chunk_out)
-        # busy = (in_flight != 0) | ~at_start | chunk_in, as a register computed from the next
-        # state of each, cycle for cycle the same value: it gates every configuration
-        # register's write enable, and the comparisons in front of that fan-out were the smoke
-        # core's worst path.
+        # busy = (in_flight != 0) | ~at_start | chunk_in | beats in the histogram's buffer, as a
+        # register computed from the next state of each, cycle for cycle the same value: it
+        # gates every configuration register's write enable, and the comparisons in front of
+        # that fan-out were the smoke core's worst path.
         in_flight_next_nz = Mux(chunk_in == chunk_out, in_flight != 0,
                                 Mux(chunk_in, 1, in_flight != 1))
+        # The histogram's buffer holds a beat in the next clock (it takes one, is full, or
+        # keeps its one beat): its last beat may still wait there when the chunk is out.
+        hist_buf_next = (fork_taken | ~hist_buf.i.ready
+                         | (hist_buf.o.valid & ~hist.i.ready))
         busy = Signal()
-        m.d.sync += busy.eq(in_flight_next_nz | ~at_start_next | chunk_in_next)
+        m.d.sync += busy.eq(in_flight_next_nz | ~at_start_next | chunk_in_next | hist_buf_next)
         m.d.comb += regs.busy.eq(busy)
         error = Signal(len(regmap.ERROR))
         ctrl = reg["CTRL"]
