@@ -58,7 +58,8 @@ class CTRL(IntFlag):
 class STATUS(IntFlag):
     """Bits of the STATUS register."""
 
-    #: A chunk has been accepted at the input and its trailer is not yet out.
+    #: A chunk has been accepted at the input and its trailer is not yet out, or its last
+    #: symbols are not yet in the histogram.
     BUSY = 1 << 0
     #: A codebook commit waits for the next chunk's first beat.
     CB_PENDING = 1 << 1
@@ -136,7 +137,7 @@ REGISTERS: tuple[Register, ...] = (
     Register("STALLS_HI", 0x0DC, "RO", ""),
     Register("ESCAPES_LO", 0x0E0, "RO", "outlier, verbatim and fill values coded"),
     Register("ESCAPES_HI", 0x0E4, "RO", ""),
-    Register("ACTIVE_LO", 0x0E8, "RO", "clocks from a chunk's first beat in to trailer out"),
+    Register("ACTIVE_LO", 0x0E8, "RO", "clocks with STATUS.BUSY set"),
     Register("ACTIVE_HI", 0x0EC, "RO", ""),
 )
 
