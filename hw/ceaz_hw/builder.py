@@ -88,26 +88,28 @@ def highest_bit(bits):
 BRAM_DEEP_18, BRAM_WIDTH_2K = 1024, 9
 
 
-def _sliced_memory(m, name, width, depth, attrs):
+def _sliced_memory(m, name, width, depth, attrs, reads):
     """A table deeper than 1024 entries as 9-bit slices, each one block RAM 2048 deep.
 
     Left whole, yosys cascades such a table two RAMs deep (R = 512 has 1026 symbols) and
     selects after the RAMs' 5.8 ns output, which was the builder's slowest path; the slices
-    take as many RAMs and need no select. Returns (read, write) ports with the same names
-    as a Memory's (``addr``, ``data``, ``en``)."""
-    read = SimpleNamespace(addr=Signal(range(depth), name=f"{name}_raddr"),
-                           data=Signal(width, name=f"{name}_rdata"))
+    take as many RAMs and need no select. Returns ``reads`` read ports and the write port,
+    with the same names as a Memory's (``addr``, ``data``, ``en``)."""
+    read = [SimpleNamespace(addr=Signal(range(depth), name=f"{name}_raddr{r}"),
+                            data=Signal(width, name=f"{name}_rdata{r}")) for r in range(reads)]
     write = SimpleNamespace(addr=Signal(range(depth), name=f"{name}_waddr"),
                             data=Signal(width, name=f"{name}_wdata"), en=Signal(name=f"{name}_we"))
     for k, lo in enumerate(range(0, width, BRAM_WIDTH_2K)):
         bits = min(BRAM_WIDTH_2K, width - lo)
         mem = Memory(shape=unsigned(bits), depth=depth, init=[], attrs=attrs)
         m.submodules[f"{name}_{k}"] = mem
-        wp, rp = mem.write_port(), mem.read_port()
+        wp = mem.write_port()
         m.d.comb += [wp.addr.eq(write.addr), wp.data.eq(write.data[lo:lo + bits]),
-                     wp.en.eq(write.en), rp.addr.eq(read.addr),
-                     read.data[lo:lo + bits].eq(rp.data)]
-    return read, write
+                     wp.en.eq(write.en)]
+        for port in read:
+            rp = mem.read_port()
+            m.d.comb += [rp.addr.eq(port.addr), port.data[lo:lo + bits].eq(rp.data)]
+    return *read, write
 
 
 def max_huffman_depth(total_weight: int, n_symbols: int) -> int:
@@ -186,21 +188,24 @@ class CodebookBuilder(wiring.Component):
         pos_width = n.bit_length()  # offsets 0 .. n
         depth_width = max_depth.bit_length()
 
-        def memory(name, shape, depth, read_modify_write=False):
-            """A table's read and write port; a read-modify-write pipeline's read port is
-            transparent, so an item sees the write of the item just before it. Large tables
-            ask for block RAM by name: yosys put some in LUT RAM (2300 LUT4 more)."""
+        def memory(name, shape, depth, read_modify_write=False, reads=1):
+            """A table's read ports (``reads`` of them) and its write port; a
+            read-modify-write pipeline's read port is transparent, so an item sees the write
+            of the item just before it. Large tables ask for block RAM by name: yosys put
+            some in LUT RAM (2300 LUT4 more)."""
             attrs = {"ram_style": "block"} if depth >= 256 else {}
             width = shape.width
             if depth > BRAM_DEEP_18 and width > BRAM_WIDTH_2K and not read_modify_write:
-                return _sliced_memory(m, name, width, depth, attrs)
+                return _sliced_memory(m, name, width, depth, attrs, reads)
             mem = Memory(shape=shape, depth=depth, init=[], attrs=attrs)
             m.submodules[name] = mem
             wp = mem.write_port()
-            return mem.read_port(transparent_for=(wp,) if read_modify_write else ()), wp
+            transparent = (wp,) if read_modify_write else ()
+            return *(mem.read_port(transparent_for=transparent) for _ in range(reads)), wp
 
         # (symbol, weight) in symbol order, then ping-ponged by the radix passes.
-        elem = [memory(f"order{k}", unsigned(sw + ww), n) for k in range(2)]
+        # The last pass's table (order1) has a second read port for the merge (see there).
+        elem = [memory(f"order{k}", unsigned(sw + ww), n, reads=1 + k) for k in range(2)]
         # Each digit's bucket counters; the top digit may have fewer bits than the others.
         sizes = [1 << min(DIGIT_BITS, ww - d * DIGIT_BITS) for d in range(self.digits)]
         counters = [memory(f"buckets{d}", unsigned(pos_width), size, read_modify_write=True)
@@ -209,7 +214,8 @@ class CodebookBuilder(wiring.Component):
         # The root (node n - 2) is never stored: it is never taken, has no parent, and its
         # depth is known. So R = 512 needs 1024 entries, one block RAM deep, not two.
         inner_nodes = max(n - 2, 2)
-        node_rp, node_wp = memory("nodes", unsigned(self.node_width), inner_nodes)
+        node_rp, node_next_rp, node_wp = memory("nodes", unsigned(self.node_width), inner_nodes,
+                                                reads=2)
         parent_rp, parent_wp = memory("parents", unsigned(sw), inner_nodes)
         depth_rp, depth_wp = memory("depths", unsigned(depth_width), inner_nodes)
         length_rp, length_wp = memory("lengths", unsigned(LENGTH_BITS), n)
@@ -289,15 +295,6 @@ class CodebookBuilder(wiring.Component):
         s4_depth, last_depth, prev_depth = (Signal(depth_width) for _ in range(3))
         m.d.sync += [s1_idx.eq(idx), s2_idx.eq(s1_idx)]
 
-        # The last pass's output table and the internal nodes are read at addresses the
-        # phases set, except that the merge's decision picks the next heads' addresses. That
-        # pick is the last select before the tables (``merge_take``, at the end), so the
-        # weight comparison is a LUT or two from a block RAM's address, not a state's select.
-        sorted_rp = elem[1][0]
-        sorted_addr = Signal.like(sorted_rp.addr)
-        node_addr = Signal.like(node_rp.addr)
-        merge_take = Signal()  # the merge decides in this clock, and takes a leaf
-
         with m.FSM(name="phase") as phase:
             # -- load -----------------------------------------------------------------------
             with m.State("LOAD"):
@@ -305,7 +302,7 @@ class CodebookBuilder(wiring.Component):
                 m.d.comb += self.i.ready.eq(~clearing)
                 weight = Signal(ww)
                 m.d.comb += weight.eq(self.i.payload + 1)
-                for _, wp in elem:  # both: either may be the first pass's source
+                for *_, wp in elem:  # both: either may be the first pass's source
                     m.d.comb += [wp.addr.eq(idx), wp.data.eq(Cat(idx[:sw], weight)),
                                  wp.en.eq(take)]
                 for d in range(self.digits):
@@ -351,7 +348,7 @@ class CodebookBuilder(wiring.Component):
                 issue = issue_until(n)
                 # 0: read the source slot; 1: register it; 2: read its bucket's offset;
                 # 3: register that; 4: write the element there and the offset + 1 back.
-                m.d.comb += [elem[0][0].addr.eq(idx), sorted_addr.eq(idx)]
+                m.d.comb += [elem[0][0].addr.eq(idx), elem[1][0].addr.eq(idx)]
                 # Both tables' outputs are registered, then the source picked: the select
                 # is not on a block RAM's output path.
                 s1_elem = Mux(src, s1_raw[1], s1_raw[0])
@@ -363,7 +360,7 @@ class CodebookBuilder(wiring.Component):
                             _, w1 = unpack(s1_elem)
                             m.d.comb += [bump_bucket[d].eq(bucket(w1, d)), bump[d].eq(pipe[1])]
                             for k in range(2):
-                                dst_wp = elem[k][1]
+                                dst_wp = elem[k][-1]
                                 with m.If(src != k):
                                     m.d.comb += [dst_wp.addr.eq(bump_pos[d]),
                                                  dst_wp.data.eq(s3_elem), dst_wp.en.eq(pipe[3])]
@@ -389,23 +386,24 @@ class CodebookBuilder(wiring.Component):
             leaf_h = Signal(ww)  # the heads of both queues, captured from the read ports
             node_h = Signal(self.node_width)
             taken_w_r = Signal(self.node_width)
-            # leaf < n, registered in capture and cleared after the decision: high only in
-            # a decide clock, so the take needs no state decode (``merge_take``).
-            leaves_left = Signal()
+            leaves_left = Signal()  # registered in capture: leaf < n
             queue_empty = Signal()  # registered in capture: node == made
             leaf_addr = Signal(sw)  # the next leaf's address (n - 1 - leaf), and the one after
             leaf_addr_next = Signal(sw)
             node_addr_next = Signal(range(n))  # node + 1
-            node_taken_r = Signal()  # the last take was an internal node
+            # The last take was an internal node (cleared for the first heads: the leaf comes
+            # from the "next" port, the node from the other).
+            node_taken_r = Signal()
+            sorted_rp, sorted_next_rp = elem[1][:2]  # the last pass's output
 
             def read_leaf(ascending):
-                m.d.comb += sorted_addr.eq(n - 1 - ascending)
+                m.d.comb += sorted_next_rp.addr.eq(n - 1 - ascending)
 
             with m.State("MERGE_START"):
                 read_leaf(0)
-                m.d.comb += node_addr.eq(0)
+                m.d.comb += node_rp.addr.eq(0)
                 m.d.sync += [leaf.eq(0), node.eq(0), made.eq(0), second.eq(0), capture.eq(1),
-                             decided.eq(0)]
+                             decided.eq(0), node_taken_r.eq(0)]
                 # The depth pass's start, set here: the merge's last take then changes the
                 # state alone, not 30 counters as well.
                 m.d.sync += [idx.eq(n - 3), remaining.eq(n - 2), pipe.eq(0)]
@@ -415,17 +413,21 @@ class CodebookBuilder(wiring.Component):
             # Two clocks per take. ``capture`` registers the heads the read ports show (the
             # node just made comes from a bypass: its write lands in this clock) and records
             # the last take: its parent, and after a node's second take the node. ``decide``
-            # compares the registered heads and addresses the next ones. So a memory's output
-            # only ever reaches a register, and a comparison only a memory's address.
+            # compares the registered heads. Each table has a second read port, so both
+            # outcomes' next heads are read in ``decide`` at addresses from registers, and
+            # ``capture`` picks by the registered decision: a memory's output reaches only a
+            # 2:1 select and a register, and a comparison only registers (when the comparison
+            # chose the address, its select tree was the smoke core's worst path).
             with m.State("MERGE"):
                 m.d.sync += capture.eq(~capture)
                 made_w = first_w + taken_w_r  # the node the last take completes, if second
                 with m.If(capture):
-                    _, leaf_w = unpack(sorted_rp.data)
+                    _, leaf_w = unpack(Mux(node_taken_r, sorted_rp.data, sorted_next_rp.data))
                     bypass = decided & second & (node == made)
                     made_next = made + (decided & second)
                     m.d.sync += [leaf_h.eq(leaf_w),
-                                 node_h.eq(Mux(bypass, made_w, node_rp.data)),
+                                 node_h.eq(Mux(bypass, made_w,
+                                               Mux(node_taken_r, node_next_rp.data, node_rp.data))),
                                  decided.eq(0),
                                  # the decision's flags and both next addresses, ahead of it
                                  leaves_left.eq(leaf < n),
@@ -446,13 +448,13 @@ class CodebookBuilder(wiring.Component):
                         with m.If(second):
                             m.d.sync += made.eq(made + 1)
                             with m.If(made == n - 2):
-                                m.d.sync += leaves_left.eq(0)
                                 m.next = "DEPTH"
                 with m.Else():
-                    take_leaf = merge_take
-                    m.d.comb += [sorted_addr.eq(leaf_addr), node_addr.eq(node_addr_next)]
+                    take_leaf = leaves_left & (queue_empty | (leaf_h <= node_h))
+                    m.d.comb += [sorted_rp.addr.eq(leaf_addr), node_rp.addr.eq(node),
+                                 sorted_next_rp.addr.eq(leaf_addr_next),
+                                 node_next_rp.addr.eq(node_addr_next)]
                     m.d.sync += [
-                        leaves_left.eq(0),
                         taken_w_r.eq(Mux(take_leaf, leaf_h, node_h)),
                         node_taken_r.eq(~take_leaf),
                         leaf.eq(leaf + take_leaf),
@@ -587,7 +589,7 @@ class CodebookBuilder(wiring.Component):
             # -- lengths in hand-out order -------------------------------------------------------
             with m.State("HANDOUT"):
                 issue = issue_until(n)
-                m.d.comb += sorted_addr.eq(idx)
+                m.d.comb += sorted_rp.addr.eq(idx)
                 sym, _ = unpack(sorted_rp.data)
                 above = Signal(max_len)  # rank >= cum[k], compared a clock ahead
                 m.d.sync += above.eq(Cat(idx >= cum[k] for k in range(1, max_len + 1)))
@@ -637,11 +639,6 @@ class CodebookBuilder(wiring.Component):
                 m.d.sync += [self.cb_commit.eq(0), self.cb_we.eq(0)]
                 m.next = "LOAD"
 
-        # The merge's take, outside the state's select: ``leaves_left`` is high only in a
-        # decide clock, and both heads' next addresses are ready in registers.
-        m.d.comb += [merge_take.eq(leaves_left & (queue_empty | (leaf_h <= node_h))),
-                     sorted_rp.addr.eq(Mux(merge_take, leaf_addr_next, sorted_addr)),
-                     node_rp.addr.eq(Mux(merge_take, node, node_addr))]
         # A build runs from its first count to its commit (COMMITTED: the commit is out).
         m.d.comb += self.busy.eq(~(phase.ongoing("LOAD") & (idx == 0))
                                  & ~phase.ongoing("COMMITTED"))
