@@ -391,6 +391,7 @@ class CodebookBuilder(wiring.Component):
             leaf_addr = Signal(sw)  # the next leaf's address (n - 1 - leaf), and the one after
             leaf_addr_next = Signal(sw)
             node_addr_next = Signal(range(n))  # node + 1
+            leaf_next = Signal(range(n + 1))  # leaf + 1 (the take picks counts, adds nothing)
             # The last take was an internal node (cleared for the first heads: the leaf comes
             # from the "next" port, the node from the other).
             node_taken_r = Signal()
@@ -434,7 +435,8 @@ class CodebookBuilder(wiring.Component):
                                  queue_empty.eq(node == made_next),
                                  leaf_addr.eq(n - 1 - leaf),
                                  leaf_addr_next.eq(n - 2 - leaf),
-                                 node_addr_next.eq(node + 1)]
+                                 node_addr_next.eq(node + 1),
+                                 leaf_next.eq(leaf + 1)]
                     with m.If(decided):
                         m.d.comb += [
                             parent_wp.addr.eq(node - 1),  # the node taken, if one was
@@ -457,8 +459,8 @@ class CodebookBuilder(wiring.Component):
                     m.d.sync += [
                         taken_w_r.eq(Mux(take_leaf, leaf_h, node_h)),
                         node_taken_r.eq(~take_leaf),
-                        leaf.eq(leaf + take_leaf),
-                        node.eq(node + ~take_leaf),
+                        leaf.eq(Mux(take_leaf, leaf_next, leaf)),
+                        node.eq(Mux(take_leaf, node, node_addr_next)),
                         decided.eq(1),
                     ]
 
