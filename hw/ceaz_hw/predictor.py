@@ -21,12 +21,14 @@ When ``a < 2`` the beats come from registers holding the current beat and the tw
 Reads of positions before the chunk start return stale data, which the position masks drop.
 
 The memory is built as banks of at most 1024 beats (one block RAM deep), every bank's read
-data goes into a register and a tree of registered 8:1 selects picks the bank: no block RAM
+data goes into two registers (the first has no other load, so the placer keeps it beside its
+block RAM, which at full size sit across the whole die) and a tree of registered 8:1 selects
+picks the bank: no block RAM
 output drives logic before a register (ECP5 block RAM data arrives late in the clock), apart
 from the one-LUT bypass yosys puts behind every port that must return old data when a write
 hits the address it reads (amaranth asks that of all ports; here it never happens). The
-beat read for ``k`` thus arrives :func:`read_stages` stages after the read (2 for one bank, 3
-for up to 8, 4 for up to 64) and the datapath waits for it; the write stays one stage after
+beat read for ``k`` thus arrives :func:`read_stages` stages after the read (2 for one bank, 4
+for up to 8, 5 for up to 64) and the datapath waits for it; the write stays one stage after
 the read, so the bookkeeping above does not change.
 
 Positions
@@ -133,8 +135,10 @@ def _bank_levels(depth: int) -> int:
 
 def read_stages(depth: int) -> int:
     """Clocks from a delay memory's read address to its selected beat in a register: the
-    block RAM, the bank output register, then the select levels."""
-    return 2 + _bank_levels(depth)
+    block RAM, the bank output register (two of them when there is a select), then the select
+    levels."""
+    levels = _bank_levels(depth)
+    return 2 + levels + (1 if levels else 0)
 
 
 def _stages(line_depth: int, plane_depth: int) -> int:
@@ -201,11 +205,16 @@ class _Delay:
         m.d.comb += [rd.addr.eq(local) for rd in self.rds]
         with m.If(valid):
             m.d.sync += read_ptr.eq(self._next(read_addr))
-        # The block RAM stage, then one register per bank: the bank number follows.
-        if self.banks > 1:
-            sel = _reg(m, _reg(m, bank, f"{self.name}_sel_ram"), f"{self.name}_sel_bank")
+        # The block RAM stage, then registers per bank (two before a select, the first one
+        # next to its block RAM): the bank number follows.
         beats = [_reg(m, rd.data, f"{self.name}_bank{b}", self.layout)
                  for b, rd in enumerate(self.rds)]
+        if self.banks > 1:
+            sel = _reg(m, bank, f"{self.name}_sel_ram")
+            for stage in ("near", "bank"):
+                sel = _reg(m, sel, f"{self.name}_sel_{stage}")
+            beats = [_reg(m, beat, f"{self.name}_bank{b}_far", self.layout)
+                     for b, beat in enumerate(beats)]
         bits = (_FAN_IN - 1).bit_length()
         level = 0
         while len(beats) > 1:
