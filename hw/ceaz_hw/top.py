@@ -290,8 +290,13 @@ class Compressor(wiring.Component):
         reads_done = Signal(32)  # histograms handed to the builder completely
         reading = Signal()
         read_addr = Signal(range(n_sym))
-        in_read = Signal(hist.READ_LATENCY)  # counts on their way out of the histogram
-        read_last = Signal(hist.READ_LATENCY)
+        # Counts on their way out of the histogram, then through a register of their own: the
+        # histogram's read data fed the builder's count + 1 and bucket select directly, and
+        # that was the smoke core's worst path on two seeds.
+        in_read = Signal(hist.READ_LATENCY + 1)
+        read_last = Signal(hist.READ_LATENCY + 1)
+        count_r = Signal.like(hist.rd_data)
+        m.d.sync += count_r.eq(hist.rd_data)
         # The gate reads small registers only (it sits in the fork's valid/ready path):
         # ``ahead`` = started - reads_done (0 to 2, as a chunk cannot complete before the
         # histogram before it is read), ``first_two`` = min(started, ADAPT_LAG).
@@ -325,7 +330,7 @@ class Compressor(wiring.Component):
         with m.If(read_done):
             m.d.sync += reads_done.eq(reads_done + 1)
         m.d.comb += [
-            build.i.payload.eq(hist.rd_data),
+            build.i.payload.eq(count_r),
             build.i.valid.eq(in_read[-1]),
             # Without ADAPT the builder never writes (a build under way waits for ever, and
             # the next stream that sets ADAPT starts with a soft reset).
