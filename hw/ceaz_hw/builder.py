@@ -188,12 +188,15 @@ class CodebookBuilder(wiring.Component):
         pos_width = n.bit_length()  # offsets 0 .. n
         depth_width = max_depth.bit_length()
 
-        def memory(name, shape, depth, read_modify_write=False, reads=1):
+        def memory(name, shape, depth, read_modify_write=False, reads=1, collides=True):
             """A table's read ports (``reads`` of them) and its write port; a
             read-modify-write pipeline's read port is transparent, so an item sees the write
             of the item just before it. Large tables ask for block RAM by name: yosys put
-            some in LUT RAM (2300 LUT4 more)."""
+            some in LUT RAM (2300 LUT4 more). A table whose used reads never meet a write
+            to their address (``collides=False``) spares yosys's old-data bypass after it."""
             attrs = {"ram_style": "block"} if depth >= 256 else {}
+            if not collides:
+                attrs["no_rw_check"] = 1
             width = shape.width
             if depth > BRAM_DEEP_18 and width > BRAM_WIDTH_2K and not read_modify_write:
                 return _sliced_memory(m, name, width, depth, attrs, reads)
@@ -205,7 +208,9 @@ class CodebookBuilder(wiring.Component):
 
         # (symbol, weight) in symbol order, then ping-ponged by the radix passes.
         # The last pass's table (order1) has a second read port for the merge (see there).
-        elem = [memory(f"order{k}", unsigned(sw + ww), n, reads=1 + k) for k in range(2)]
+        # Neither is read (for data that is used) while it is written.
+        elem = [memory(f"order{k}", unsigned(sw + ww), n, reads=1 + k, collides=False)
+                for k in range(2)]
         # Each digit's bucket counters; the top digit may have fewer bits than the others.
         sizes = [1 << min(DIGIT_BITS, ww - d * DIGIT_BITS) for d in range(self.digits)]
         counters = [memory(f"buckets{d}", unsigned(pos_width), size, read_modify_write=True)
@@ -214,8 +219,10 @@ class CodebookBuilder(wiring.Component):
         # The root (node n - 2) is never stored: it is never taken, has no parent, and its
         # depth is known. So R = 512 needs 1024 entries, one block RAM deep, not two.
         inner_nodes = max(n - 2, 2)
+        # The merge writes a node in capture and reads in decide (the reads of capture are
+        # dropped), so a used read never meets a write.
         node_rp, node_next_rp, node_wp = memory("nodes", unsigned(self.node_width), inner_nodes,
-                                                reads=2)
+                                                reads=2, collides=False)
         parent_rp, parent_wp = memory("parents", unsigned(sw), inner_nodes)
         depth_rp, depth_wp = memory("depths", unsigned(depth_width), inner_nodes)
         length_rp, length_wp = memory("lengths", unsigned(LENGTH_BITS), n)
