@@ -21,14 +21,15 @@ When ``a < 2`` the beats come from registers holding the current beat and the tw
 Reads of positions before the chunk start return stale data, which the position masks drop.
 
 The memory is built as banks of at most 1024 beats (one block RAM deep), every bank's read
-data goes into two registers (the first has no other load, so the placer can keep it beside
-its block RAM; at full size the RAMs sit across the whole die) and a tree of registered 8:1
-selects picks the bank: no block RAM output drives logic before a register (ECP5 block RAM
-data arrives late in the clock). Yosys is told (``no_rw_check``) not to put its bypass behind
-the ports, which would return old data when a write hits the address read (amaranth asks that
-of all ports; here it never happens). The beat read for ``k`` thus arrives :func:`read_stages`
-stages after the read (2 for one bank, 4 for up to 8, 5 for up to 64) and the datapath waits
-for it; the write stays one stage after the read, so the bookkeeping above does not change.
+data goes into a register (two when there are banks to select from: the first has no other
+load, so the placer can keep it beside its block RAM, and at full size the RAMs sit across
+the whole die) and a tree of registered 8:1 selects picks the bank: no block RAM output
+drives logic before a register (ECP5 block RAM data arrives late in the clock). Yosys is told
+(``no_rw_check``) not to put its bypass behind the ports, which would return old data when a
+write hits the address read (amaranth asks that of all ports; here no read whose data is used
+does that). The beat read for ``k`` thus arrives :func:`read_stages` stages after the read (2
+for one bank, 4 for up to 8, 5 for up to 64) and the datapath waits for it; the write stays
+one stage after the read, so the bookkeeping above does not change.
 
 Positions
 ---------
@@ -173,9 +174,10 @@ class _Delay:
         self.layout = data.ArrayLayout(signed(width), lanes)
         self.mems = []
         for b in range(self.banks):
-            # A read never meets a write to its address (see read_stage), so yosys need not
+            # A read whose data is used never meets a write to its address (the class
+            # docstring: a delay of 0 or 1 beats reads registers instead), so yosys need not
             # emulate the old-data read: without its bypass LUT, the first register after a
-            # block RAM has no other input and the placer keeps it beside the RAM.
+            # block RAM has no other input and the placer can keep it beside the RAM.
             mem = Memory(shape=self.layout, depth=min(_BANK, depth - b * _BANK), init=[],
                          attrs={"no_rw_check": 1})
             m.submodules[f"{name}_mem{b}"] = mem
