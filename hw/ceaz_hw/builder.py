@@ -293,7 +293,9 @@ class CodebookBuilder(wiring.Component):
 
         # Pipeline registers shared by the phases (each phase uses the ones it needs).
         s1_idx, s2_idx = Signal.like(idx), Signal.like(idx)
-        s1_raw = [Signal(sw + ww, name=f"s1_raw{k}") for k in range(2)]  # both tables' reads
+        # Both tables' reads; no reset, so that the synthesis flow makes them the block RAMs'
+        # output registers (bitstreams/outreg.py).
+        s1_raw = [Signal(sw + ww, name=f"s1_raw{k}", reset_less=True) for k in range(2)]
         s2_elem, s3_elem = (Signal(sw + ww, name=f"s{k}_elem") for k in (2, 3))
         # The depth pass's parent, node and root flag in its later stages, its last write.
         s2_parent, s3_parent, s4_parent = (Signal(sw, name=f"s{k}_parent") for k in (2, 3, 4))
@@ -604,7 +606,7 @@ class CodebookBuilder(wiring.Component):
                 m.d.sync += above.eq(Cat(idx >= cum[k] for k in range(1, max_len + 1)))
                 # Symbol and length registered, then written: the table's output reaches
                 # only a register, not the lengths table's address.
-                sym_r, length_r = Signal(sw), Signal(LENGTH_BITS)
+                sym_r, length_r = Signal(sw, reset_less=True), Signal(LENGTH_BITS)
                 m.d.sync += [sym_r.eq(sym),
                              length_r.eq(1 + sum(above[k] for k in range(max_len - 1)))]
                 m.d.comb += [length_wp.addr.eq(sym_r), length_wp.data.eq(length_r),

@@ -21,9 +21,10 @@ multiplexed by role.
 Counting pipeline (per lane, one beat per clock, never stalls)
 --------------------------------------------------------------
 ``A``: the accepted beat is registered; its symbol addresses the bank's read port. ``B``: the
-counter read arrives and is registered as it is (block RAM output is slow, so nothing follows
-it in this clock), and the beat is compared with the three beats ahead of it. ``C``: the new
-count is the newest pending value of the same symbol (the beat in ``D``, whose write lands at
+counter reads of all banks arrive and are registered as they are (block RAM output is slow, so
+nothing follows it in this clock), and the beat is compared with the three beats ahead of it.
+``C``: the beat's bank is selected, and the new count is the newest pending value of the same
+symbol (the beat in ``D``, whose write lands at
 the end of this clock, else the one in ``E``, else the one in ``F``, whose write landed as the
 read was taken) or else the memory's, plus one. ``D``: the new count is written. The only
 loop, ``D`` -> ``C`` -> ``D``, is one multiplexer and one incrementer long, which is what a
@@ -31,9 +32,10 @@ run of one symbol needs.
 
 Read side
 ---------
-``rd_addr`` is registered, read from every lane's memory of the shown bank, and the lanes are
-summed by a pipelined adder tree (a register after every two adder levels) into a registered
-``rd_data``, valid :attr:`Histogram.READ_LATENCY` clocks after ``rd_addr`` changes.
+``rd_addr`` is registered, read from every lane's memory of the shown bank (through the
+registers of ``B``), and the lanes are summed by a pipelined adder tree (a register after
+every two adder levels) into a registered ``rd_data``, valid :attr:`Histogram.READ_LATENCY`
+clocks after ``rd_addr`` changes.
 """
 
 from __future__ import annotations
@@ -83,8 +85,8 @@ class Histogram(wiring.Component):
     Attributes
     ----------
     READ_LATENCY : int
-        Clocks from ``rd_addr`` to ``rd_data``: 3, plus one per two levels of the lane adder
-        tree (3, 4, 4, 5, 5 for 1, 2, 4, 8, 16 lanes).
+        Clocks from ``rd_addr`` to ``rd_data``: 4, plus one per two levels of the lane adder
+        tree (4, 5, 5, 6, 6 for 1, 2, 4, 8, 16 lanes).
     memory_bits_per_lane : int
         Block RAM bits per lane (three banks of ``n_symbols`` counters).
     """
@@ -102,7 +104,7 @@ class Histogram(wiring.Component):
         self.symbol_width = (n_symbols - 1).bit_length()
         self.count_width = max_count.bit_length()
         self.tree_levels = (lanes - 1).bit_length()
-        self.READ_LATENCY = 3 + (self.tree_levels + 1) // 2
+        self.READ_LATENCY = 4 + (self.tree_levels + 1) // 2
         self.memory_bits_per_lane = BANKS * n_symbols * self.count_width
         super().__init__({
             "i": In(stream.Signature(beat(unsigned(self.symbol_width), lanes))),
@@ -182,6 +184,15 @@ class Histogram(wiring.Component):
             for j in range(n_lanes):
                 m.d.sync += [dst["sym"][j].eq(src["sym"][j]), dst["v"][j].eq(src["v"][j])]
 
+        # B: every bank's read data is registered as it comes, for the count (C) and the host
+        # (read side) alike. Nothing else loads a block RAM output, and these registers have
+        # no reset, so the synthesis flow makes them the RAMs' output registers
+        # (bitstreams/outreg.py).
+        held = [[Signal(cw, name=f"held{j}_{bank}", reset_less=True) for bank in range(BANKS)]
+                for j in range(n_lanes)]
+        for j in range(n_lanes):
+            m.d.sync += [held[j][bank].eq(read_ports[j][bank].data) for bank in range(BANKS)]
+
         d_val = [Signal(cw, name=f"d_val{j}") for j in range(n_lanes)]
         e_val = [Signal(cw, name=f"e_val{j}") for j in range(n_lanes)]
         f_val = [Signal(cw, name=f"f_val{j}") for j in range(n_lanes)]
@@ -194,13 +205,11 @@ class Histogram(wiring.Component):
                 same[name] = Signal(name=f"c_same_as_{name}{j}")
                 m.d.sync += same[name].eq(ahead["v"][j] & (ahead["bank"] == b_["bank"])
                                           & (ahead["sym"][j] == b_["sym"][j]))
-            read = Signal(cw, name=f"b_read{j}")
-            with m.Switch(b_["bank"]):
+            stored = Signal(cw, name=f"c_stored{j}")
+            with m.Switch(c["bank"]):
                 for bank in range(BANKS):
                     with m.Case(bank):
-                        m.d.comb += read.eq(read_ports[j][bank].data)
-            stored = Signal(cw, name=f"c_stored{j}")
-            m.d.sync += stored.eq(read)
+                        m.d.comb += stored.eq(held[j][bank])
             with m.If(same["d"]):
                 m.d.sync += d_val[j].eq(d_val[j] + 1)
             with m.Elif(same["e"]):
@@ -241,7 +250,8 @@ class Histogram(wiring.Component):
                         m.d.sync += clearing[bank].eq(1)
 
         # -- read side: select the shown bank, sum the lanes ---------------------------------
-        # The data of host_addr arrives one clock after it (synchronous read ports).
+        # The data of host_addr is held two clocks after it (the synchronous read port, then
+        # the held registers).
         level = []
         for j in range(n_lanes):
             lane = Signal(cw, name=f"rd_lane{j}")
@@ -249,7 +259,7 @@ class Histogram(wiring.Component):
             with m.Switch(shown_bank):
                 for bank in range(BANKS):
                     with m.Case(bank):
-                        m.d.comb += shown.eq(read_ports[j][bank].data)
+                        m.d.comb += shown.eq(held[j][bank])
             m.d.sync += lane.eq(Mux(have_chunk, shown, 0))
             level.append(lane)
         for depth in range(self.tree_levels):

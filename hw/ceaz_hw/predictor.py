@@ -82,9 +82,9 @@ def delay_depth(max_delay: int, lanes: int) -> int:
     return max(max_delay // lanes, 2)
 
 
-def _reg(m, value, name, shape=None):
+def _reg(m, value, name, shape=None, reset_less=False):
     """A register holding ``value`` (advancing with the parent's enable)."""
-    sig = Signal(shape if shape is not None else value.shape(), name=name)
+    sig = Signal(shape if shape is not None else value.shape(), name=name, reset_less=reset_less)
     m.d.sync += sig.eq(value)
     return sig
 
@@ -210,8 +210,9 @@ class _Delay:
         with m.If(valid):
             m.d.sync += read_ptr.eq(self._next(read_addr))
         # The block RAM stage, then registers per bank (two before a select, the first one
-        # next to its block RAM): the bank number follows.
-        beats = [_reg(m, rd.data, f"{self.name}_bank{b}", self.layout)
+        # next to its block RAM): the bank number follows. The first has no reset, so the
+        # synthesis flow makes it the block RAM's own output register (bitstreams/outreg.py).
+        beats = [_reg(m, rd.data, f"{self.name}_bank{b}", self.layout, reset_less=True)
                  for b, rd in enumerate(self.rds)]
         if self.banks > 1:
             sel = _reg(m, bank, f"{self.name}_sel_ram")

@@ -1,0 +1,152 @@
+"""Block RAM output registers: move the register after an ECP5 block RAM's read port into
+the RAM (``REGMODE_A/B = "OUTREG"``), a netlist step between Yosys and nextpnr.
+
+Why: read without its output register, a DP16KD's data leave the RAM about 5.8 ns after the
+clock edge (nextpnr's timing data for LFE5U speed grade 6), and nextpnr places the register
+that takes them where that register's own loads want it, often across the die: the routing
+then adds 6-7 ns, and at full size such paths set Fmax. The RAM's output register has its data
+at the RAM's pins with the clock-to-out of a register. Yosys's DP16KD mapping never uses it
+(``brams_16kd.txt`` describes no output register), and Vivado's absorption of registers into
+block RAM has no counterpart in the open flow, so this module does it on Yosys's JSON netlist.
+
+The move changes no behaviour. A port's register is moved only if every used data output bit
+of the port drives exactly one cell, the D input of a ``TRELLIS_FF`` (directly or through a
+LUT that only passes it on), and those flip-flops
+share the RAM port's clock and one clock enable, and have no set or reset and a power-up value
+of 0 (the output register's): each flip-flop then does exactly what the output register does,
+load the RAM's data on every enabled clock edge. The output register's reset (``RSTA/B``)
+must be unused, since in the ``OUTREG`` mode it would reset the register, which the flip-flops
+never were. So the RTL marks the registers that take block RAM data ``reset_less``; it keeps
+the block RAM reads bit-exact with the simulation, where the RAM's data register and the one
+after it are two registers, as in the RTL.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+__all__ = ["absorb_output_registers"]
+
+#: Constant-bit markers in Yosys JSON connections.
+_ZERO, _ONE = "0", "1"
+
+
+def _top(netlist: dict) -> dict:
+    return next(module for module in netlist["modules"].values()
+                if module.get("attributes", {}).get("top"))
+
+
+def _loads(module: dict) -> dict[int, list[tuple[str, str]]]:
+    """For every net bit: the (cell, input port) pairs it drives; top-level outputs count as
+    a load named ``None``."""
+    loads: dict[int, list[tuple[str | None, str]]] = defaultdict(list)
+    for name, cell in module["cells"].items():
+        for port, bits in cell["connections"].items():
+            if cell["port_directions"].get(port) != "output":
+                for bit in bits:
+                    if isinstance(bit, int):
+                        loads[bit].append((name, port))
+    for port, info in module["ports"].items():
+        if info["direction"] != "input":
+            for bit in info["bits"]:
+                if isinstance(bit, int):
+                    loads[bit].append((None, port))
+    return loads
+
+
+def _enable(ff: dict) -> list | None:
+    """The flip-flop's clock-enable connection (``["1"]`` if always enabled), or None if it
+    is inverted or unknown."""
+    mux = ff["parameters"].get("CEMUX", "CE").strip()
+    if mux == _ONE:
+        return [_ONE]
+    if mux == "CE":
+        return ff["connections"].get("CE", [_ONE])
+    return None
+
+
+def _is_buffer(cell: dict) -> bool:
+    """Whether the cell is a LUT4 that passes one net through unchanged. ABC9 leaves such
+    buffers between a block RAM and its register in some netlists; removing one changes
+    nothing."""
+    if cell["type"] != "LUT4":
+        return False
+    inputs = {pin: cell["connections"].get(pin, [_ZERO])[0] for pin in "ABCD"}
+    nets = {bit for bit in inputs.values() if isinstance(bit, int)}
+    if len(nets) != 1:
+        return False
+    init = int(str(cell["parameters"]["INIT"]).strip(), 2)
+    for x in (0, 1):
+        index = sum((x if isinstance(bit, int) else int(bit)) << k
+                    for k, bit in enumerate(inputs.values()))
+        if (init >> index) & 1 != x:
+            return False
+    return True
+
+
+def _movable(ff: dict, clock: list, clock_mux: str) -> bool:
+    """Whether the flip-flop behaves exactly as the RAM port's output register would."""
+    params, conns = ff["parameters"], ff["connections"]
+    lsr = conns.get("LSR", [_ZERO])
+    no_reset = (params.get("LSRMUX", "LSR").strip() == "LSR" and lsr == [_ZERO]) or \
+        params.get("LSRMUX", "").strip() == _ZERO
+    return (conns.get("CLK") == clock
+            and params.get("CLKMUX", "CLK").strip() == ("CLK" if clock_mux == "plain" else "INV")
+            and no_reset
+            and params.get("REGSET", "RESET").strip() == "RESET"
+            and _enable(ff) is not None)
+
+
+def absorb_output_registers(netlist: dict) -> list[str]:
+    """Move block RAM output registers into the DP16KD cells of ``netlist`` (in place).
+
+    Returns the moved ports as ``"<cell>.<A|B>"``, sorted.
+    """
+    module = _top(netlist)
+    cells = module["cells"]
+    loads = _loads(module)
+    moved = []
+    for name in sorted(cells):
+        ram = cells[name]
+        if ram["type"] != "DP16KD":
+            continue
+        params, conns = ram["parameters"], ram["connections"]
+        for side in "AB":
+            if params.get(f"REGMODE_{side}", "NOREG") != "NOREG":
+                continue
+            if conns.get(f"RST{side}", [_ZERO]) != [_ZERO] or \
+                    params.get(f"RST{side}MUX", f"RST{side}") != f"RST{side}":
+                continue
+            clock_mux = "plain" if params.get(f"CLK{side}MUX", f"CLK{side}") == f"CLK{side}" \
+                else "inverted"
+            clock = conns.get(f"CLK{side}")
+            outputs = [(port, i, bit) for port, bits in conns.items()
+                       if port.startswith(f"DO{side}") for i, bit in enumerate(bits)
+                       if isinstance(bit, int) and loads.get(bit)]
+            if not outputs:
+                continue
+            ffs, buffers = [], []
+            for _port, _i, bit in outputs:
+                (cell, pin), *more = loads[bit]
+                if not more and cell is not None and _is_buffer(cells[cell]):
+                    buffers.append(cell)
+                    (cell, pin), *more = loads.get(cells[cell]["connections"]["Z"][0],
+                                                   [(None, "")])
+                if more or cell is None or cells[cell]["type"] != "TRELLIS_FF" or pin != "DI" \
+                        or not _movable(cells[cell], clock, clock_mux):
+                    break
+                ffs.append(cell)
+            else:
+                enables = {tuple(_enable(cells[ff])) for ff in ffs}
+                if len(enables) != 1:
+                    continue
+                (enable,) = enables
+                params[f"REGMODE_{side}"] = "OUTREG"
+                conns[f"OCE{side}"] = list(enable)
+                for (port, i, _bit), ff in zip(outputs, ffs, strict=True):
+                    conns[port][i] = cells[ff]["connections"]["Q"][0]
+                    del cells[ff]
+                for buffer in buffers:
+                    del cells[buffer]
+                moved.append(f"{name}.{side}")
+    return moved
