@@ -123,4 +123,5 @@ def synth_smoke(session: nox.Session) -> None:
     """CI: synthesis, placement and routing of the whole 1-lane core in its `smoke`
     configuration (pytest -m synth), about five minutes."""
     session.install("-e", ".[synth]")
-    session.run("pytest", "-m", "synth", "tests/test_bitstreams.py", *session.posargs)
+    session.run("pytest", "-m", "synth", "tests/test_bitstreams.py", "tests/test_outreg.py",
+                *session.posargs)

@@ -107,8 +107,8 @@ def absorb_output_registers(netlist: dict) -> list[str]:
     loads = _loads(module)
     moved = []
     for name in sorted(cells):
-        ram = cells[name]
-        if ram["type"] != "DP16KD":
+        ram = cells.get(name)  # moved flip-flops are gone
+        if ram is None or ram["type"] != "DP16KD":
             continue
         params, conns = ram["parameters"], ram["connections"]
         for side in "AB":
@@ -128,7 +128,8 @@ def absorb_output_registers(netlist: dict) -> list[str]:
             ffs, buffers = [], []
             for _port, _i, bit in outputs:
                 (cell, pin), *more = loads[bit]
-                if not more and cell is not None and _is_buffer(cells[cell]):
+                if cell is not None and _is_buffer(cells[cell]) and \
+                        all(load[0] == cell for load in more):
                     buffers.append(cell)
                     (cell, pin), *more = loads.get(cells[cell]["connections"]["Z"][0],
                                                    [(None, "")])
