@@ -23,7 +23,10 @@ after it are two registers, as in the RTL.
 
 from __future__ import annotations
 
+import argparse
+import json
 from collections import defaultdict
+from pathlib import Path
 
 __all__ = ["absorb_output_registers"]
 
@@ -151,3 +154,20 @@ def absorb_output_registers(netlist: dict) -> list[str]:
                     del cells[buffer]
                 moved.append(f"{name}.{side}")
     return moved
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python bitstreams/outreg.py NETLIST.json``: rewrite a Yosys netlist in place (the
+    board build runs this between Yosys and nextpnr)."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("netlist", type=Path, help="Yosys JSON netlist, rewritten in place")
+    args = parser.parse_args(argv)
+    netlist = json.loads(args.netlist.read_text())
+    moved = absorb_output_registers(netlist)
+    args.netlist.write_text(json.dumps(netlist))
+    print(f"{args.netlist}: {len(moved)} block RAM ports use their output register")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

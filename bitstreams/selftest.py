@@ -385,10 +385,21 @@ def _yowasp_env() -> None:
             os.environ[var] = str(local) if local.exists() else tool
 
 
+def _with_output_registers(platform):
+    """The board's open-toolchain build with bitstreams/outreg.py between Yosys and nextpnr,
+    as in the synthesis reports."""
+    yosys, *rest = platform.command_templates
+    step = f'"{sys.executable}" "{HERE / "outreg.py"}" {{{{name}}}}.json'
+    board = type(platform)
+    cls = type(board.__name__, (board,), {"command_templates": property(
+        lambda self: [yosys, step, *rest])})
+    return cls()
+
+
 def build(board: str = "ulx3s-85f", lanes: int = 1, out: Path | str = ROOT / "build" / "selftest",
           **params) -> Path:
     """Build the self-test bitstream for ``board``; return the path of the .bit file."""
-    platform = platform_for(board)
+    platform = _with_output_registers(platform_for(board))
     _yowasp_env()
     top = SelfTest(lanes=lanes, **params)
     out = Path(out)
