@@ -21,9 +21,9 @@ When ``a < 2`` the beats come from registers holding the current beat and the tw
 Reads of positions before the chunk start return stale data, which the position masks drop.
 
 The memory is built as banks of at most 1024 beats (one block RAM deep), every bank's read
-data goes into a register (two when there are banks to select from: the first has no other
-load, so the placer can keep it beside its block RAM, and at full size the RAMs sit across
-the whole die) and a tree of registered 8:1 selects picks the bank: no block RAM output
+data goes into a register (two when there are banks to select from: the first, which has no
+reset, becomes the block RAM's output register in the synthesis flow, and at full size the
+RAMs sit across the whole die) and a tree of registered 8:1 selects picks the bank: no block RAM output
 drives logic before a register (ECP5 block RAM data arrives late in the clock). Yosys is told
 (``no_rw_check``) not to put its bypass behind the ports, which would return old data when a
 write hits the address read (amaranth asks that of all ports; here no read whose data is used
