@@ -314,8 +314,18 @@ class Packer(wiring.Component):
         depth = m_words + 2  # accumulator words
 
         m.submodules.out_buffer = out_buf = ElasticBuffer(output_layout(width))
+        # The sync offsets wait in a block RAM FIFO with a two-entry buffer behind it: its
+        # registers give the staging word its data, so no block RAM output reaches logic,
+        # and the FIFO's inner memory stays max_sync deep (1024: one block RAM deep, with no
+        # select after it), as it would not for all max_sync + 3 entries.
         m.submodules.syncs = fifo = SyncFIFOBuffered(
-            width=32, depth=self.max_sync + self._PAST_POSITION)
+            width=32, depth=self.max_sync + self._PAST_POSITION - 2)
+        m.submodules.syncs_out = syncs = ElasticBuffer(unsigned(32))
+        m.d.comb += [
+            syncs.i.valid.eq(fifo.r_rdy),
+            syncs.i.payload.eq(fifo.r_data),
+            fifo.r_en.eq(syncs.i.ready),
+        ]
         m.submodules.crc = crc = StreamCRC(width // 8, granule=8)  # the payload is 8-byte padded
 
         out_ready = out_buf.i.ready  # level-only
@@ -440,14 +450,15 @@ class Packer(wiring.Component):
                     with m.If(out_ready):
                         m.d.sync += [gathered.eq(0), staging.eq(0)]
                 with m.Elif(~sync_none):
-                    m.d.comb += fifo.r_en.eq(1)
-                    with m.If(fifo.r_rdy):
+                    m.d.comb += syncs.o.ready.eq(1)
+                    with m.If(syncs.o.valid):
                         m.d.sync += [sync_left.eq(sync_left - 1), sync_none.eq(sync_left == 1),
                                      gathered.eq(gathered + 1)]
                         with m.Switch(gathered):
                             for k in range(per_word):
                                 with m.Case(k):
-                                    m.d.sync += staging[32 * k : 32 * k + 32].eq(fifo.r_data)
+                                    m.d.sync += staging[32 * k : 32 * k + 32].eq(
+                                        syncs.o.payload)
                 with m.Else():
                     m.d.sync += [phase.eq(_Phase.TRAILER), trailer_index.eq(0)]
             with m.Case(_Phase.TRAILER):
