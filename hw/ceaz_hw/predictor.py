@@ -23,13 +23,13 @@ Reads of positions before the chunk start return stale data, which the position 
 The memory is built as banks of at most 1024 beats (one block RAM deep), every bank's read
 data goes into a register (two when there are banks to select from: the first, which has no
 reset, becomes the block RAM's output register in the synthesis flow, and at full size the
-RAMs sit across the whole die) and a tree of registered 8:1 selects picks the bank: no block RAM output
-drives logic before a register (ECP5 block RAM data arrives late in the clock). Yosys is told
-(``no_rw_check``) not to put its bypass behind the ports, which would return old data when a
-write hits the address read (amaranth asks that of all ports; here no read whose data is used
-does that). The beat read for ``k`` thus arrives :func:`read_stages` stages after the read (2
-for one bank, 4 for up to 8, 5 for up to 64) and the datapath waits for it; the write stays
-one stage after the read, so the bookkeeping above does not change.
+RAMs sit across the whole die) and a tree of registered 8:1 selects picks the bank: no block
+RAM output drives logic before a register (ECP5 block RAM data arrives late in the clock).
+Yosys is told (``no_rw_check``) not to put its bypass behind the ports, which would return old
+data when a write hits the address read (amaranth asks that of all ports; here no read whose
+data is used does that). The beat read for ``k`` thus arrives :func:`read_stages` stages
+after the read (2 for one bank, 4 for up to 8, 5 for up to 64) and the datapath waits for it;
+the write stays one stage after the read, so the bookkeeping above does not change.
 
 Positions
 ---------
