@@ -219,7 +219,9 @@ class HuffmanLanes(wiring.Component):
         entries = Signal(data.ArrayLayout(entry, self._lanes))
         esc_entries = Signal(data.ArrayLayout(entry, self._lanes))
         for lane in range(self._lanes):
-            mem = Memory(shape=entry, depth=2 * in_ram, init=[])
+            # No lookup meets a write (see the module docstring), so yosys need not emulate
+            # the old-data read: without its bypass the RAM output reaches only ``entries2``.
+            mem = Memory(shape=entry, depth=2 * in_ram, init=[], attrs={"no_rw_check": 1})
             m.submodules[f"book{lane}"] = mem
             wp = mem.write_port()
             rp = mem.read_port(domain="sync")
@@ -247,7 +249,8 @@ class HuffmanLanes(wiring.Component):
             m.d.sync += [s1.eq(self.i.payload), s1_valid.eq(self.i.valid)]
 
         # -- stage 2: the read data registered -----------------------------------------------
-        entries2 = Signal.like(entries)
+        # No reset: the synthesis flow makes this the RAMs' output register (outreg.py).
+        entries2 = Signal.like(entries, reset_less=True)
         esc_entries2 = Signal.like(esc_entries)
         s2 = Signal.like(s1)
         s2_valid = Signal()
