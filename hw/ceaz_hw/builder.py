@@ -296,7 +296,7 @@ class CodebookBuilder(wiring.Component):
         # Both tables' reads; no reset, so that the synthesis flow makes them the block RAMs'
         # output registers (bitstreams/outreg.py).
         s1_raw = [Signal(sw + ww, name=f"s1_raw{k}", reset_less=True) for k in range(2)]
-        s2_elem, s3_elem = (Signal(sw + ww, name=f"s{k}_elem") for k in (2, 3))
+        s2_elem, s3_elem, s4_elem = (Signal(sw + ww, name=f"s{k}_elem") for k in (2, 3, 4))
         # The depth pass's parent, node and root flag in its later stages, its last write.
         s2_parent, s3_parent, s4_parent = (Signal(sw, name=f"s{k}_parent") for k in (2, 3, 4))
         s3_idx, s4_idx, last_idx, prev_idx = (Signal.like(idx) for _ in range(4))
@@ -355,25 +355,27 @@ class CodebookBuilder(wiring.Component):
 
             with m.State("SCATTER"):
                 issue = issue_until(n)
-                # 0: read the source slot; 1: register it; 2: read its bucket's offset;
-                # 3: register that; 4: write the element there and the offset + 1 back.
+                # 0: read the source slot; 1: register it; 2: the source picked, registered;
+                # read its bucket's offset; 3: register that; 4: write the element there and
+                # the offset + 1 back.
                 m.d.comb += [elem[0][0].addr.eq(idx), elem[1][0].addr.eq(idx)]
-                # Both tables' outputs are registered, then the source picked: the select
-                # is not on a block RAM's output path.
+                # Both tables' outputs are registered, then the source picked and registered:
+                # neither the select nor the bucket's address is on a block RAM's output path
+                # (at full size the tables sit far apart).
                 s1_elem = Mux(src, s1_raw[1], s1_raw[0])
                 m.d.sync += [s1_raw[k].eq(elem[k][0].data) for k in range(2)]
-                m.d.sync += [s2_elem.eq(s1_elem), s3_elem.eq(s2_elem)]
+                m.d.sync += [s2_elem.eq(s1_elem), s3_elem.eq(s2_elem), s4_elem.eq(s3_elem)]
                 with m.Switch(digit):
                     for d in range(self.digits):
                         with m.Case(d):
-                            _, w1 = unpack(s1_elem)
-                            m.d.comb += [bump_bucket[d].eq(bucket(w1, d)), bump[d].eq(pipe[1])]
+                            _, w2 = unpack(s2_elem)
+                            m.d.comb += [bump_bucket[d].eq(bucket(w2, d)), bump[d].eq(pipe[2])]
                             for k in range(2):
                                 dst_wp = elem[k][-1]
                                 with m.If(src != k):
                                     m.d.comb += [dst_wp.addr.eq(bump_pos[d]),
-                                                 dst_wp.data.eq(s3_elem), dst_wp.en.eq(pipe[3])]
-                m.d.sync += pipe.eq(Cat(issue, pipe[:3]))
+                                                 dst_wp.data.eq(s4_elem), dst_wp.en.eq(pipe[4])]
+                m.d.sync += pipe.eq(Cat(issue, pipe[:4]))
                 with m.If(~issue & (pipe == 0)):
                     m.d.sync += [idx.eq(0), issuing.eq(1), pipe.eq(0), src.eq(~src),
                                  digit.eq(digit + 1)]
