@@ -336,6 +336,9 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
             name += f" (commit {row['commit']})"
         if row.get("lut_mapper") == "abc":
             name += " [mapped with classic ABC: ABC9 failed]"
+        if row.get("ram_output_registers"):
+            name += f" [{row['ram_output_registers']} block RAM ports read through their " \
+                "output register: outreg.py]"
         if row.get("fmax_mhz") is None:
             lines.append(f"- {name}: not placed (does not fit)")
             continue
