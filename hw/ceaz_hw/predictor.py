@@ -232,18 +232,22 @@ class _Delay:
                 sel = _reg(m, sel[bits:], f"{self.name}_sel{level}")
         self.read = [beats[0][j] for j in range(self.lanes)]
 
-    def write_stage(self, values, valid, first):
-        """Store this stage's beat at the next write address."""
+    def write_stage(self, values, valid, ahead_valid, ahead_first):
+        """Store this stage's beat at its write address: 0 for a chunk's first beat, else the
+        one after the last valid beat's. The address and every bank's write enable are
+        registers, set a stage ahead from the beat behind this one (``ahead_valid``,
+        ``ahead_first``): at full size the write side fans out to block RAMs across the die."""
         m = self.m
-        write_ptr = Signal(range(self.depth), name=f"{self.name}_write_ptr")
-        write_addr = Mux(first, 0, write_ptr)
-        bank, local = self._split(write_addr)
+        write_addr = Signal(range(self.depth), name=f"{self.name}_write_addr")  # this beat's
+        upcoming = Mux(ahead_first, 0, Mux(valid, self._next(write_addr), write_addr))
+        m.d.sync += write_addr.eq(upcoming)
+        bank_ahead, _ = self._split(upcoming)
+        _, local = self._split(write_addr)
         for b, mem in enumerate(self.mems):
             wr = mem.write_port()
-            m.d.comb += [wr.addr.eq(local), wr.data.eq(Cat(values)),
-                         wr.en.eq(valid & (bank == b))]
-        with m.If(valid):
-            m.d.sync += write_ptr.eq(self._next(write_addr))
+            enable = Signal(name=f"{self.name}_write_en{b}")
+            m.d.sync += enable.eq(ahead_valid & (bank_ahead == b))
+            m.d.comb += [wr.addr.eq(local), wr.data.eq(Cat(values)), wr.en.eq(enable)]
 
     def rotate_stage(self, values, valid, near, one_back):
         """The pair ``(lo, hi)`` for this stage's beat ``values`` (``near``: ``a < 2``,
@@ -422,9 +426,10 @@ class _Core(wiring.Component):
             """Read at this stage, write at the next, rotate when the read arrives and
             register the beats back; ``carry`` (with ``key``, ``cfg`` and ``first``) follows."""
             mem.read_stage(valid, s["first"], s[cfg].read_init)
+            ahead_valid, ahead_first = valid, s["first"]
             keep = (key, cfg, "first", *carry)
             s = step(**{k: s[k] for k in keep})
-            mem.write_stage(s[key], valid, s["first"])
+            mem.write_stage(s[key], valid, ahead_valid, ahead_first)
             for _ in range(read_stages(mem.depth) - 1):
                 s = step(**{k: s[k] for k in keep})
             lo, hi = mem.rotate_stage(s[key], valid, s[cfg].near, s[cfg].one_back)
