@@ -225,7 +225,8 @@ class CodebookBuilder(wiring.Component):
                                                 reads=2, collides=False)
         parent_rp, parent_wp = memory("parents", unsigned(sw), inner_nodes)
         depth_rp, depth_wp = memory("depths", unsigned(depth_width), inner_nodes)
-        length_rp, length_wp = memory("lengths", unsigned(LENGTH_BITS), n)
+        # Written in the hand-out only, read in the codes only (after the writes have landed).
+        length_rp, length_wp = memory("lengths", unsigned(LENGTH_BITS), n, collides=False)
 
         def unpack(word):
             return word[:sw], word[sw:]  # symbol, weight
@@ -628,7 +629,7 @@ class CodebookBuilder(wiring.Component):
                 # table's output does not reach the 16-way select of the code counters).
                 issue = issue_until(n)
                 m.d.comb += length_rp.addr.eq(idx)
-                length = Signal(LENGTH_BITS)
+                length = Signal(LENGTH_BITS, reset_less=True)  # the RAM's output register
                 m.d.sync += length.eq(length_rp.data)
                 code = Signal(max_len + 1)
                 with m.Switch(length):
