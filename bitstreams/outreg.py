@@ -12,9 +12,10 @@ block RAM has no counterpart in the open flow, so this module does it on Yosys's
 The move changes no behaviour. A port's register is moved only if every used data output bit
 of the port drives exactly one cell, the D input of a ``TRELLIS_FF`` (directly or through a
 LUT that only passes it on), and those flip-flops share the RAM port's clock and one clock
-enable, and have no set or reset and a power-up value of 0 (the output register's, as
-Lattice's memory usage guide describes it): each flip-flop then does exactly what the output
-register does, load the RAM's data on every enabled clock edge. The output register's reset
+enable, and have no set or reset and a power-up value of 0 (taken to be the output
+register's after configuration; the RTL reads these registers only behind valid flags): each
+flip-flop then does exactly what the output register does, load the RAM's data on every
+enabled clock edge. The output register's reset
 (``RSTA/B``) must be unused, since in the ``OUTREG`` mode it would reset the register, which
 the flip-flops never were. So the RTL marks the registers that take block RAM data
 ``reset_less``. The simulation keeps two registers, the RAM's read register and the one
