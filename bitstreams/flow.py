@@ -165,8 +165,7 @@ def unit_resources(netlist: dict, depth: int = 2) -> dict[str, dict[str, int]]:
     feeds. Cells with generated names are counted under ``(unnamed)``. These counts come before
     nextpnr packs and routes, so they sum to a little less than its utilisation.
     """
-    top = next(module for module in netlist["modules"].values()
-               if module.get("attributes", {}).get("top"))
+    top = outreg.top_module(netlist)
     units: dict[str, dict[str, int]] = {}
     for name, cell in top["cells"].items():
         kind = UNIT_CELLS.get(cell["type"])

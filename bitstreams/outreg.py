@@ -15,12 +15,12 @@ LUT that only passes it on), and those flip-flops share the RAM port's clock and
 enable, and have no set or reset and a power-up value of 0 (taken to be the output
 register's after configuration; the RTL reads these registers only behind valid flags): each
 flip-flop then does exactly what the output register does, load the RAM's data on every
-enabled clock edge. The output register's reset
-(``RSTA/B``) must be unused, since in the ``OUTREG`` mode it would reset the register, which
-the flip-flops never were. So the RTL marks the registers that take block RAM data
-``reset_less``. The simulation keeps two registers, the RAM's read register and the one
-after it, as the RTL has them; on the device both are in the RAM. This has been checked on
-netlists and in nextpnr's timing, not yet on a board (there is none here).
+enabled clock edge. The output register's reset (``RSTA/B``) must be unused, since in the
+``OUTREG`` mode it would reset the register, which the flip-flops never were. So the RTL
+marks the registers that take block RAM data ``reset_less``. The simulation keeps two
+registers, the RAM's read register and the one after it, as the RTL has them; on the device
+both are in the RAM. This has been checked on netlists and in nextpnr's timing, not yet on a
+board (there is none here).
 """
 
 from __future__ import annotations
@@ -30,13 +30,14 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["absorb_output_registers"]
+__all__ = ["absorb_output_registers", "top_module"]
 
 #: Constant-bit markers in Yosys JSON connections.
 _ZERO, _ONE = "0", "1"
 
 
-def _top(netlist: dict) -> dict:
+def top_module(netlist: dict) -> dict:
+    """The top module of a Yosys JSON netlist."""
     return next(module for module in netlist["modules"].values()
                 if module.get("attributes", {}).get("top"))
 
@@ -107,7 +108,7 @@ def absorb_output_registers(netlist: dict) -> list[str]:
 
     Returns the moved ports as ``"<cell>.<A|B>"``, sorted.
     """
-    module = _top(netlist)
+    module = top_module(netlist)
     cells = module["cells"]
     loads = _loads(module)
     moved = []

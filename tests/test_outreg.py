@@ -52,7 +52,7 @@ def _netlist(*ffs, extra=None):
 
 
 def _cells(netlist):
-    return outreg._top(netlist)["cells"]
+    return outreg.top_module(netlist)["cells"]
 
 
 def test_registers_move_into_the_ram_with_their_enable():

@@ -314,10 +314,11 @@ class Packer(wiring.Component):
         depth = m_words + 2  # accumulator words
 
         m.submodules.out_buffer = out_buf = ElasticBuffer(output_layout(width))
-        # The sync offsets wait in a block RAM FIFO with a two-entry buffer behind it: its
-        # registers give the staging word its data, so no block RAM output reaches logic,
-        # and the FIFO's inner memory stays max_sync deep (1024: one block RAM deep, with no
-        # select after it), as it would not for all max_sync + 3 entries.
+        # The sync offsets wait in a block RAM FIFO with a two-entry buffer behind it: the
+        # staging word's select takes the buffer's registers, and the FIFO's inner memory
+        # stays max_sync deep (1024: one block RAM deep, with no select after it), as it would
+        # not for all max_sync + 3 entries. The RAM's output still meets the buffer's entry
+        # select (SyncFIFOBuffered hands out its read data): the full-size worst path.
         m.submodules.syncs = fifo = SyncFIFOBuffered(
             width=32, depth=self.max_sync + self._PAST_POSITION - 2)
         m.submodules.syncs_out = syncs = ElasticBuffer(unsigned(32))
