@@ -41,7 +41,6 @@ from __future__ import annotations
 
 from amaranth.hdl import Cat, Const, EnableInserter, Module, Mux, Signal, unsigned
 from amaranth.lib import data, enum, stream, wiring
-from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from ceaz import format as fmt
@@ -50,6 +49,7 @@ from ceaz.regmap import TRAILER_MAGIC
 from .beats import LANE_COUNTS, Coded, Escape, beat, code_field_bits
 from .crc import StreamCRC
 from .elastic import ElasticBuffer
+from .ramfifo import BlockRAMFIFO
 
 __all__ = ["TRAILER_BYTES", "Packer", "output_layout", "word_bits"]
 
@@ -314,19 +314,13 @@ class Packer(wiring.Component):
         depth = m_words + 2  # accumulator words
 
         m.submodules.out_buffer = out_buf = ElasticBuffer(output_layout(width))
-        # The sync offsets wait in a block RAM FIFO with a two-entry buffer behind it: the
-        # staging word's select takes the buffer's registers, and the FIFO's inner memory
-        # stays max_sync deep (1024: one block RAM deep, with no select after it), as it would
-        # not for all max_sync + 3 entries. The RAM's output still meets the buffer's entry
-        # select (SyncFIFOBuffered hands out its read data): the full-size worst path.
-        m.submodules.syncs = fifo = SyncFIFOBuffered(
-            width=32, depth=self.max_sync + self._PAST_POSITION - 2)
-        m.submodules.syncs_out = syncs = ElasticBuffer(unsigned(32))
-        m.d.comb += [
-            syncs.i.valid.eq(fifo.r_rdy),
-            syncs.i.payload.eq(fifo.r_data),
-            fifo.r_en.eq(syncs.i.ready),
-        ]
+        # The sync offsets wait in a block RAM FIFO whose read data go straight into a register
+        # (the RAM's output register after bitstreams/outreg.py): a select right after the
+        # RAM's clock-to-out was the full-size worst path. Writes do not look at its ready:
+        # it holds max_sync offsets of one chunk and the next chunk's first few.
+        syncs = BlockRAMFIFO(32, max(2, self.max_sync + self._PAST_POSITION - 4))
+        assert syncs.capacity >= self.max_sync + self._PAST_POSITION
+        m.submodules.syncs = syncs
         m.submodules.crc = crc = StreamCRC(width // 8, granule=8)  # the payload is 8-byte padded
 
         out_ready = out_buf.i.ready  # level-only
@@ -372,8 +366,8 @@ class Packer(wiring.Component):
             front.x_valid.eq(self.i.valid),
             front.sync_interval.eq(self.sync_interval),
             self.i.ready.eq(enable),
-            fifo.w_en.eq(front.sync_push & enable),
-            fifo.w_data.eq(front.sync_offset),
+            syncs.i.valid.eq(front.sync_push & enable),
+            syncs.i.payload.eq(front.sync_offset),
         ]
 
         incoming = [Signal(width, name=f"in{j}") for j in range(depth)]
