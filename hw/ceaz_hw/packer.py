@@ -477,6 +477,12 @@ class Packer(wiring.Component):
             ((phase == _Phase.PAYLOAD) & ~to_trailer)
             | ((phase == _Phase.TRAILER) & out_valid & out_ready
                & (trailer_index == trailer_words - 1)))
+        # Whether a window fits is computed for both outcomes of this clock's pop, which then
+        # only selects: the pop comes from the output buffer's level, and through the
+        # subtraction, the addition and the comparison it was a smoke core's worst path.
+        arriving = Mux(accept, front.words, 0)
+        fits_after_pop = complete + arriving + m_words <= depth + 1
+        fits_without_pop = complete + arriving + m_words <= depth
         m.d.sync += room.eq(payload_next & ~ending & ~(accept & front.last)
-                            & (next_complete + m_words <= depth))
+                            & Mux(pop, fits_after_pop, fits_without_pop))
         return m
