@@ -78,6 +78,9 @@ class BlockRAMFIFO(wiring.Component):
         stored = Signal(range(self.depth + 1))  # entries in the RAM
         reading = Signal()  # a read was issued last clock: its data leave the RAM now
         arriving = Signal()  # ... two clocks ago: its data are in `held`
+        # Entries past the RAM (reading + arriving + the queue's level), counted on its own so
+        # that the read enable is one comparison of a register, not a sum of three.
+        outstanding = Signal(range(_QUEUE + 1))
         held = Signal(self.width, reset_less=True)  # the register that outreg.py moves
 
         push = Signal()
@@ -90,7 +93,7 @@ class BlockRAMFIFO(wiring.Component):
             write.en.eq(push),
             # Room in the queue for this read and the two in flight, judged from registers
             # before this clock's pop, so the consumer's ready stays off the RAM's controls.
-            issue.eq((stored != 0) & (queue.level + reading + arriving < _QUEUE)),
+            issue.eq((stored != 0) & (outstanding != _QUEUE)),
             read.addr.eq(consume),
             read.en.eq(issue),
             queue.w_en.eq(arriving),
@@ -104,6 +107,7 @@ class BlockRAMFIFO(wiring.Component):
             reading.eq(issue),
             arriving.eq(reading),
             stored.eq(stored + push - issue),
+            outstanding.eq(outstanding + issue - (self.o.valid & self.o.ready)),
         ]
         with m.If(push):
             m.d.sync += produce.eq(Mux(produce == self.depth - 1, 0, produce + 1))
