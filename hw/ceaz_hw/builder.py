@@ -520,8 +520,12 @@ class CodebookBuilder(wiring.Component):
             found = Signal()  # ``shorter`` holds the level the next move takes a leaf from
             here = Signal(pos_width)  # bl[level], kept in a register: a move takes 2 from it
             stale = Signal()  # ``level`` changed: the next clock picks bl[level] ...
-            picked = Signal(pos_width)  # ... into this register, and the clock after that
-            loading = Signal()  # loads it into ``here`` (the wide select is not on here's path)
+            # ... picks bl[level] within each group of eight counters into these registers, and
+            # the clock after that loads the group's pick into ``here``: the wide select is
+            # split over two clocks, so neither it nor ``level`` is on ``here``'s path alone.
+            groups = [bl[g : g + 8] for g in range(0, len(bl), 8)]
+            picked = [Signal(pos_width, name=f"picked{g}") for g in range(len(groups))]
+            loading = Signal()
             level_oh = Signal(len(bl), init=1 << max_depth)  # level and shorter, one-hot
             shorter_oh = Signal(len(bl))
             candidates = Signal(len(bl))  # non-empty levels two or more above ``level``
@@ -541,13 +545,18 @@ class CodebookBuilder(wiring.Component):
                 # shorter level is known without a search while the move stays on ``level``
                 # and the level above ``shorter`` is still at least two above ``level``.
                 with m.If(stale):
-                    with m.Switch(level):
-                        for k in range(len(bl)):
-                            with m.Case(k):
-                                m.d.sync += picked.eq(bl[k])
+                    for group, pick in zip(groups, picked, strict=True):
+                        with m.Switch(level[:3]):
+                            for k, counter in enumerate(group):
+                                with m.Case(k):
+                                    m.d.sync += pick.eq(counter)
                     m.d.sync += [stale.eq(0), loading.eq(1)]
                 with m.Elif(loading):
-                    m.d.sync += [here.eq(picked), loading.eq(0)]
+                    with m.Switch(level[3:]):
+                        for g, pick in enumerate(picked):
+                            with m.Case(g):
+                                m.d.sync += here.eq(pick)
+                    m.d.sync += loading.eq(0)
                 with m.Elif(~found):
                     with m.If(level <= max_len):
                         m.d.sync += [idx.eq(1), cum[0].eq(0), next_code[0].eq(0)]
