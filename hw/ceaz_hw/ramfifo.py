@@ -68,8 +68,11 @@ class BlockRAMFIFO(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        # no_rw_check: a read never meets a write to its address (a read needs an entry
+        # stored before this clock, a write a free one), so Yosys's read-during-write bypass,
+        # a select between the RAM and `held`, would only cost the register its move.
         m.submodules.storage = storage = Memory(shape=unsigned(self.width), depth=self.depth,
-                                                init=[])
+                                                init=[], attrs={"no_rw_check": 1})
         write, read = storage.write_port(), storage.read_port(transparent_for=())
         m.submodules.queue = queue = SyncFIFOBuffered(width=self.width, depth=_QUEUE)
 
