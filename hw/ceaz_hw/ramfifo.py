@@ -1,9 +1,8 @@
 """A block RAM FIFO whose read data meet nothing but a register.
 
 Why not ``amaranth.lib.fifo.SyncFIFOBuffered``: it hands out its RAM's read data as ``r_data``,
-so whatever takes them (a select, an enable) sits right after the RAM's clock-to-out, which on
-ECP5 is the slowest thing in the part without the RAM's own output register (5.8 ns against
-1 ns in nextpnr's timing). Here the read data go into a reset-less register with no enable and
+so whatever takes them (a select, an enable) sits right after the RAM's clock-to-out: on
+ECP5, 5.8 ns without the RAM's own output register and 1 ns with it (nextpnr's timing). Here the read data go into a reset-less register with no enable and
 nothing else, which ``bitstreams/outreg.py`` moves into the RAM (``REGMODE`` ``OUTREG``). Two
 reads are thus in flight at any time; a small ``SyncFIFOBuffered`` behind them (registered
 output) receives them, and reads are issued only while it has room for everything in flight,
