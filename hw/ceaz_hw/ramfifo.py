@@ -2,8 +2,9 @@
 
 Why not ``amaranth.lib.fifo.SyncFIFOBuffered``: it hands out its RAM's read data as ``r_data``,
 so whatever takes them (a select, an enable) sits right after the RAM's clock-to-out: on
-ECP5, 5.8 ns without the RAM's own output register and 1 ns with it (nextpnr's timing). Here the read data go into a reset-less register with no enable and
-nothing else, which ``bitstreams/outreg.py`` moves into the RAM (``REGMODE`` ``OUTREG``). Two
+ECP5, 5.8 ns without the RAM's own output register and 1 ns with it (nextpnr's timing).
+Here the read data go into a reset-less register with no enable and nothing else, which
+``bitstreams/outreg.py`` moves into the RAM (``REGMODE`` ``OUTREG``). Two
 reads are thus in flight at any time; a small ``SyncFIFOBuffered`` behind them (registered
 output) receives them, and reads are issued only while it has room for everything in flight,
 so it never overflows and the consumer's ``ready`` reaches no RAM control.
