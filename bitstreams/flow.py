@@ -248,12 +248,14 @@ def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, s
     yosys_time, mapper = _yosys(verilog_path.name, design, netlist, work, timeout)
     mapped = json.loads((work / netlist).read_text())
     moved = outreg.absorb_output_registers(mapped)
+    multipliers = outreg.absorb_multiplier_registers(mapped)
     (work / netlist).write_text(json.dumps(mapped))
     # --timing-allow-fail: the point is to measure Fmax, not to pass a target.
     params = dataclasses.asdict(config)
     params.pop("name")
     row = {"design": design, "config": config.name, **params, "seed": seed,
            "commit": commit, "lut_mapper": mapper, "ram_output_registers": len(moved),
+           "multiplier_output_registers": len(multipliers),
            "units": unit_resources(mapped)}
     started = time.monotonic()
     try:
@@ -338,6 +340,9 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
         if row.get("ram_output_registers"):
             name += f" [{row['ram_output_registers']} block RAM ports read through their " \
                 "output register: outreg.py]"
+        if row.get("multiplier_output_registers"):
+            name += f" [{row['multiplier_output_registers']} multipliers with their output " \
+                "register: outreg.py]"
         if row.get("fmax_mhz") is None:
             lines.append(f"- {name}: not placed (does not fit)")
             continue

@@ -1,5 +1,6 @@
-"""Block RAM output registers: move the register after an ECP5 block RAM's read port into
-the RAM (``REGMODE_A/B = "OUTREG"``), a netlist step between Yosys and nextpnr.
+"""Hard-block output registers: move the register after an ECP5 block RAM's read port into
+the RAM (``REGMODE_A/B = "OUTREG"``), and the register after a multiplier into the multiplier
+(``REG_OUTPUT_CLK``), a netlist step between Yosys and nextpnr.
 
 Why: read without its output register, a DP16KD's data leave the RAM about 5.8 ns after the
 clock edge (nextpnr's timing data for LFE5U speed grade 6), and nextpnr places the register
@@ -30,7 +31,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["absorb_output_registers", "top_module"]
+__all__ = ["absorb_multiplier_registers", "absorb_output_registers", "top_module"]
 
 #: Constant-bit markers in Yosys JSON connections.
 _ZERO, _ONE = "0", "1"
@@ -103,6 +104,45 @@ def _movable(ff: dict, clock: list, clock_mux: str) -> bool:
             and _enable(ff) is not None)
 
 
+def _sole_registers(outputs: list, loads: dict, cells: dict) -> tuple[list, list] | None:
+    """The flip-flops that take ``outputs`` (net bits), one each and nothing else, with the
+    pass-through LUTs between; None if any bit has another load or reaches no flip-flop."""
+    ffs, buffers = [], []
+    for bit in outputs:
+        (cell, pin), *more = loads[bit]
+        if cell is not None and _is_buffer(cells[cell]) and \
+                all(load[0] == cell for load in more):
+            buffers.append(cell)
+            (cell, pin), *more = loads.get(cells[cell]["connections"]["Z"][0], [(None, "")])
+        if more or cell is None or cells[cell]["type"] != "TRELLIS_FF" or pin != "DI":
+            return None
+        ffs.append(cell)
+    return ffs, buffers
+
+
+def _common_enable(ffs: list, cells: dict) -> list | None:
+    """The clock enable all ``ffs`` share, or None if they differ."""
+    enables = {tuple(_enable(cells[ff])) for ff in ffs}
+    return list(enables.pop()) if len(enables) == 1 else None
+
+
+def _move(outputs: list, ffs: list, buffers: list, conns: dict, cells: dict) -> None:
+    """Connect each (port, index) of ``outputs`` to its flip-flop's output and drop the
+    flip-flops and buffers: the block's own register now drives their loads."""
+    for (port, i), ff in zip(outputs, ffs, strict=True):
+        conns[port][i] = cells[ff]["connections"]["Q"][0]
+        del cells[ff]
+    for buffer in buffers:
+        del cells[buffer]
+
+
+def _used_outputs(conns: dict, prefix: str, loads: dict) -> list[tuple[str, int, int]]:
+    """(port, index, net bit) of every output bit named ``prefix<n>`` that drives a load."""
+    return [(port, i, bit) for port, bits in conns.items()
+            if port.startswith(prefix) and port[len(prefix):].isdigit()
+            for i, bit in enumerate(bits) if isinstance(bit, int) and loads.get(bit)]
+
+
 def absorb_output_registers(netlist: dict) -> list[str]:
     """Move block RAM output registers into the DP16KD cells of ``netlist`` (in place).
 
@@ -126,36 +166,68 @@ def absorb_output_registers(netlist: dict) -> list[str]:
             clock_mux = "plain" if params.get(f"CLK{side}MUX", f"CLK{side}") == f"CLK{side}" \
                 else "inverted"
             clock = conns.get(f"CLK{side}")
-            outputs = [(port, i, bit) for port, bits in conns.items()
-                       if port.startswith(f"DO{side}") for i, bit in enumerate(bits)
-                       if isinstance(bit, int) and loads.get(bit)]
-            if not outputs:
+            outputs = _used_outputs(conns, f"DO{side}", loads)
+            found = _sole_registers([bit for *_, bit in outputs], loads, cells) if outputs \
+                else None
+            if found is None or not all(_movable(cells[ff], clock, clock_mux)
+                                        for ff in found[0]):
                 continue
-            ffs, buffers = [], []
-            for _port, _i, bit in outputs:
-                (cell, pin), *more = loads[bit]
-                if cell is not None and _is_buffer(cells[cell]) and \
-                        all(load[0] == cell for load in more):
-                    buffers.append(cell)
-                    (cell, pin), *more = loads.get(cells[cell]["connections"]["Z"][0],
-                                                   [(None, "")])
-                if more or cell is None or cells[cell]["type"] != "TRELLIS_FF" or pin != "DI" \
-                        or not _movable(cells[cell], clock, clock_mux):
-                    break
-                ffs.append(cell)
-            else:
-                enables = {tuple(_enable(cells[ff])) for ff in ffs}
-                if len(enables) != 1:
-                    continue
-                (enable,) = enables
-                params[f"REGMODE_{side}"] = "OUTREG"
-                conns[f"OCE{side}"] = list(enable)
-                for (port, i, _bit), ff in zip(outputs, ffs, strict=True):
-                    conns[port][i] = cells[ff]["connections"]["Q"][0]
-                    del cells[ff]
-                for buffer in buffers:
-                    del cells[buffer]
-                moved.append(f"{name}.{side}")
+            enable = _common_enable(found[0], cells)
+            if enable is None:
+                continue
+            params[f"REGMODE_{side}"] = "OUTREG"
+            conns[f"OCE{side}"] = enable
+            _move([(port, i) for port, i, _ in outputs], *found, conns, cells)
+            moved.append(f"{name}.{side}")
+    return moved
+
+
+#: The MULT18X18D registers; a multiplier Yosys mapped uses none of them.
+_MULT_REGISTERS = ("INPUTA", "INPUTB", "INPUTC", "PIPELINE", "OUTPUT")
+
+
+def absorb_multiplier_registers(netlist: dict) -> list[str]:
+    """Move the register that takes a MULT18X18D's product into the multiplier's output
+    register (``REG_OUTPUT_CLK = "CLK0"``), in place; returns the multipliers, sorted.
+
+    Why: an unregistered multiplier's product leaves it about 3.9 ns after its operands
+    arrive, and the routing to the register that takes it came on top (the smoke core's worst
+    path at commit 8919783 was such a product, 10.3 ns). The output register's data start at
+    the multiplier's pins. Yosys maps ``*`` to a combinational MULT18X18D and never uses its
+    registers, so this does it, with the same rules as for block RAM: every used product bit
+    drives exactly one flip-flop, and those share one clock (not inverted) and one enable, with
+    no set or reset and a power-up value of 0. The register's reset ``RST0`` is tied low.
+    """
+    module = top_module(netlist)
+    cells = module["cells"]
+    loads = _loads(module)
+    moved = []
+    for name in sorted(cells):
+        mult = cells.get(name)
+        if mult is None or mult["type"] != "MULT18X18D":
+            continue
+        params, conns = mult["parameters"], mult["connections"]
+        if any(str(params.get(f"REG_{reg}_CLK", "NONE")).strip() != "NONE"
+               for reg in _MULT_REGISTERS):
+            continue
+        if any(conns.get(f"{pin}0", [_ZERO]) not in ([_ZERO], ["x"]) for pin in ("CLK", "RST")):
+            continue
+        outputs = _used_outputs(conns, "P", loads)
+        found = _sole_registers([bit for *_, bit in outputs], loads, cells) if outputs \
+            else None
+        if found is None:
+            continue
+        clock = cells[found[0][0]]["connections"].get("CLK")
+        enable = _common_enable(found[0], cells)
+        if enable is None or not all(_movable(cells[ff], clock, "plain") for ff in found[0]):
+            continue
+        params.update(REG_OUTPUT_CLK="CLK0", REG_OUTPUT_CE="CE0", REG_OUTPUT_RST="RST0",
+                      GSR="DISABLED")
+        conns.update(CLK0=list(clock), CE0=enable, RST0=[_ZERO])
+        for pin in ("CLK0", "CE0", "RST0"):
+            mult["port_directions"].setdefault(pin, "input")
+        _move([(port, i) for port, i, _ in outputs], *found, conns, cells)
+        moved.append(name)
     return moved
 
 
@@ -167,8 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     netlist = json.loads(args.netlist.read_text())
     moved = absorb_output_registers(netlist)
+    multipliers = absorb_multiplier_registers(netlist)
     args.netlist.write_text(json.dumps(netlist))
-    print(f"{args.netlist}: {len(moved)} block RAM ports use their output register")
+    print(f"{args.netlist}: {len(moved)} block RAM ports use their output register, "
+          f"{len(multipliers)} multipliers theirs")
     return 0
 
 

@@ -117,8 +117,9 @@ def test_one_lane_synthesis_smoke(tmp_path):
     assert row["resources"]["LUT4"]["used"] > 0
     assert row["resources"]["FF"]["used"] > 0
     assert row["fmax_mhz"] > 0
-    if design == "top":  # its block RAM reads end in registers the flow moves into the RAMs
+    if design == "top":  # block RAM reads and products end in registers the flow moves
         assert row["ram_output_registers"] > 0
+        assert row["multiplier_output_registers"] > 0
     assert row["gbytes_per_s"] == pytest.approx(4 * row["fmax_mhz"] / 1000, abs=1e-3)
     assert "| smoke |" in (reports / "synth.md").read_text()
     assert (reports / "synth.png").stat().st_size > 0

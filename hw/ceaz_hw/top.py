@@ -149,12 +149,14 @@ class Compressor(wiring.Component):
 
         def staged_product(a, b, name):
             """a * b three clocks later: both factors split in halves, the four partial
-            products registered, then summed over two registered adds."""
+            products registered, then summed over two registered adds. The partial products'
+            registers have no reset (recomputed every clock, inside the settling time), so
+            that they can become the multipliers' output registers (outreg.py)."""
             ha, hb = (len(a) + 1) // 2, (len(b) + 1) // 2
             parts = {}
             for i, x in (("l", a[:ha]), ("h", a[ha:])):
                 for j, y in (("l", b[:hb]), ("h", b[hb:])):
-                    part = Signal(len(x) + len(y), name=f"{name}_{i}{j}")
+                    part = Signal(len(x) + len(y), name=f"{name}_{i}{j}", reset_less=True)
                     m.d.sync += part.eq(x * y)
                     parts[i + j] = part
             low = Signal(ha + len(b), name=f"{name}_low")  # a[:ha] * b
