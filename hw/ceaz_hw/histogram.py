@@ -22,11 +22,12 @@ Counting pipeline (per lane, one beat per clock, never stalls)
 --------------------------------------------------------------
 ``A``: the accepted beat is registered; its symbol addresses the bank's read port. ``B``: the
 counter reads of all banks arrive and are registered as they are (block RAM output is slow, so
-nothing follows it in this clock), and the beat is compared with the three beats ahead of it.
-``C``: the beat's bank is selected, and the new count is the newest pending value of the same
-symbol (the beat in ``D``, whose write lands at
-the end of this clock, else the one in ``E``, else the one in ``F``, whose write landed as the
-read was taken) or else the memory's, plus one. ``D``: the new count is written. The only
+nothing follows it in this clock; the synthesis flow makes these registers the RAMs' own).
+``S``: the beat's bank is selected into a register (the RAMs may be placed far from the
+counting logic), and the beat is compared with the four beats ahead of it. ``C``: the new
+count is the newest pending value of the same symbol (the beat in ``D``, whose write lands at
+the end of this clock, else the one in ``E``, ``F`` or ``G``, written since the read was
+taken) or else the memory's, plus one. ``D``: the new count is written. The only
 loop, ``D`` -> ``C`` -> ``D``, is one multiplexer and one incrementer long, which is what a
 run of one symbol needs.
 
@@ -150,7 +151,7 @@ class Histogram(wiring.Component):
             rps, wps = [], []
             for b in range(BANKS):
                 # A read whose data is used never meets a write to its address: a count's
-                # read meets the write of the beat three ahead (F), whose value is forwarded
+                # read meets the write of the beat four ahead (G), whose value is forwarded
                 # instead; the shown bank is neither counted into nor cleared. So yosys need
                 # not emulate the old-data read (its bypass would sit between the block RAM
                 # and the held register).
@@ -162,8 +163,8 @@ class Histogram(wiring.Component):
             read_ports.append(rps)
             write_ports.append(wps)
 
-        # -- counting pipeline: A (read), B (read data registered), C (add with forwarding),
-        # D (write), E and F (written) -----------------------------------------------------
+        # -- counting pipeline: A (read), B (read data registered), S (bank selected),
+        # C (add with forwarding), D (write), E, F and G (written) ---------------------------
         def stage_regs(prefix):
             return {
                 "active": Signal(name=f"{prefix}_active"),
@@ -173,7 +174,7 @@ class Histogram(wiring.Component):
                 "v": [Signal(name=f"{prefix}_v{j}") for j in range(n_lanes)],
             }
 
-        a, b_, c, d, e = (stage_regs(p) for p in "abcde")
+        a, b_, s_, c, d, e, f = (stage_regs(p) for p in "abscdef")
         m.d.sync += [
             a["active"].eq(accept),
             a["last"].eq(self.i.payload.last),
@@ -184,7 +185,7 @@ class Histogram(wiring.Component):
                 a["sym"][j].eq(self.i.payload.lanes[j]),
                 a["v"][j].eq(accept & (j < self.i.payload.count)),
             ]
-        for src, dst in ((a, b_), (b_, c), (c, d), (d, e)):
+        for src, dst in ((a, b_), (b_, s_), (s_, c), (c, d), (d, e), (e, f)):
             m.d.sync += [dst["active"].eq(src["active"]), dst["last"].eq(src["last"]),
                          dst["bank"].eq(src["bank"])]
             for j in range(n_lanes):
@@ -202,29 +203,35 @@ class Histogram(wiring.Component):
         d_val = [Signal(cw, name=f"d_val{j}") for j in range(n_lanes)]
         e_val = [Signal(cw, name=f"e_val{j}") for j in range(n_lanes)]
         f_val = [Signal(cw, name=f"f_val{j}") for j in range(n_lanes)]
+        g_val = [Signal(cw, name=f"g_val{j}") for j in range(n_lanes)]
         host_addr = Signal(sw)
         m.d.sync += host_addr.eq(self.rd_addr)
         for j in range(n_lanes):
-            # In B: will the beats now in C, D and E be in D, E and F when this one is in C?
+            # In S: will the beats now in C, D, E and F be in D, E, F and G when this one is
+            # in C?
             same = {}
-            for name, ahead in (("d", c), ("e", d), ("f", e)):
+            for name, ahead in (("d", c), ("e", d), ("f", e), ("g", f)):
                 same[name] = Signal(name=f"c_same_as_{name}{j}")
-                m.d.sync += same[name].eq(ahead["v"][j] & (ahead["bank"] == b_["bank"])
-                                          & (ahead["sym"][j] == b_["sym"][j]))
-            stored = Signal(cw, name=f"c_stored{j}")
-            with m.Switch(c["bank"]):
+                m.d.sync += same[name].eq(ahead["v"][j] & (ahead["bank"] == s_["bank"])
+                                          & (ahead["sym"][j] == s_["sym"][j]))
+            # S: the beat's bank, registered, so that the block RAMs (wherever the placer
+            # puts them) reach only a select and a register, not the increment.
+            stored = Signal(cw, name=f"c_stored{j}", reset_less=True)
+            with m.Switch(s_["bank"]):
                 for bank in range(BANKS):
                     with m.Case(bank):
-                        m.d.comb += stored.eq(held[j][bank])
+                        m.d.sync += stored.eq(held[j][bank])
             with m.If(same["d"]):
                 m.d.sync += d_val[j].eq(d_val[j] + 1)
             with m.Elif(same["e"]):
                 m.d.sync += d_val[j].eq(e_val[j] + 1)
             with m.Elif(same["f"]):
                 m.d.sync += d_val[j].eq(f_val[j] + 1)
+            with m.Elif(same["g"]):
+                m.d.sync += d_val[j].eq(g_val[j] + 1)
             with m.Else():
                 m.d.sync += d_val[j].eq(stored + 1)
-            m.d.sync += [e_val[j].eq(d_val[j]), f_val[j].eq(e_val[j])]
+            m.d.sync += [e_val[j].eq(d_val[j]), f_val[j].eq(e_val[j]), g_val[j].eq(f_val[j])]
 
             for bank in range(BANKS):
                 rp, wp = read_ports[j][bank], write_ports[j][bank]
