@@ -250,6 +250,10 @@ class CodebookBuilder(wiring.Component):
         digit = Signal(range(self.digits))
         src = Signal()  # the order memory a pass reads (the other is written)
         clearing = Signal(init=1)  # bucket counters are being zeroed (also after reset)
+        # The merge's write enables, decided a clock ahead (see "Huffman merge"): low unless
+        # that clock sets them.
+        node_we, parent_we = Signal(), Signal()
+        m.d.sync += [node_we.eq(0), parent_we.eq(0)]
         clear_addr = Signal(range(buckets))
         # Leaves per depth (bl_count); at least up to max_len, which the codes read.
         bl = [Signal(pos_width, name=f"bl{k}") for k in range(max(max_depth, max_len) + 1)]
@@ -449,15 +453,7 @@ class CodebookBuilder(wiring.Component):
                                  leaf_addr_next.eq(n - 2 - leaf),
                                  node_addr_next.eq(node + 1),
                                  leaf_next.eq(leaf + 1)]
-                    with m.If(decided):
-                        m.d.comb += [
-                            parent_wp.addr.eq(node - 1),  # the node taken, if one was
-                            parent_wp.data.eq(made),
-                            parent_wp.en.eq(node_taken_r),
-                            node_wp.addr.eq(made),
-                            node_wp.data.eq(made_w),
-                            node_wp.en.eq(second & (made != n - 2)),
-                        ]
+                    with m.If(decided):  # the take's writes: after the FSM
                         m.d.sync += [second.eq(~second), first_w.eq(taken_w_r)]
                         with m.If(second):
                             m.d.sync += made.eq(made + 1)
@@ -474,6 +470,10 @@ class CodebookBuilder(wiring.Component):
                         leaf.eq(Mux(take_leaf, leaf_next, leaf)),
                         node.eq(Mux(take_leaf, node, node_addr_next)),
                         decided.eq(1),
+                        # capture writes the node after its second take (not the root) and
+                        # the parent of a node taken
+                        node_we.eq(second & (made != n - 2)),
+                        parent_we.eq(~take_leaf),
                     ]
 
             # -- depths of the internal nodes, backwards over their parents --------------------
@@ -661,6 +661,18 @@ class CodebookBuilder(wiring.Component):
             with m.State("COMMITTED"):
                 m.d.sync += [self.cb_commit.eq(0), self.cb_we.eq(0)]
                 m.next = "LOAD"
+
+        # The merge's writes of a decided take, in its capture clock. Only the merge writes
+        # these tables, and its enables are registers set in decide, so no state decode
+        # reaches the tables' ports (across the die at full size).
+        m.d.comb += [
+            parent_wp.addr.eq(node - 1),  # the node taken, if one was
+            parent_wp.data.eq(made),
+            parent_wp.en.eq(parent_we),
+            node_wp.addr.eq(made),
+            node_wp.data.eq(first_w + taken_w_r),  # the node its second take completes
+            node_wp.en.eq(node_we),
+        ]
 
         # A build runs from its first count to its commit (COMMITTED: the commit is out).
         m.d.comb += self.busy.eq(~(phase.ongoing("LOAD") & (idx == 0))
