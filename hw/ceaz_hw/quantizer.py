@@ -82,7 +82,10 @@ ConfigSignature = wiring.Signature({
 #: The configuration after decoding, as the lanes use it (registered once per design).
 _Decoded = wiring.Signature({
     "cm": Out(32),  # Cm
-    "sh_base": Out(signed(11)),  # 150 - Ce: the shift is sh_base - max(e, 1)
+    # The shift is sh = 150 - Ce - max(e, 1); its clip to 1..63 needs sh - 1 and two
+    # comparisons, made on max(e, 1) against constants so that they run beside the subtraction
+    "sh_m1": Out(signed(11)),  # 149 - Ce: sh - 1 = sh_m1 - max(e, 1)
+    "sh_m63": Out(signed(11)),  # 87 - Ce: sh >= 63 iff max(e, 1) <= sh_m63
     "ms": Out(24),  # significand of S
     "lim": Out(9),  # max(biased exponent of S, 1) + 26: the largest normalising shift
     "me": Out(24),  # significand of eb_f
@@ -169,14 +172,14 @@ class _Lane(wiring.Component):
 
         # -- q = RNE(|x| * Cm * 2**Ce), stages 1-7 -------------------------------------------
         mx, ex = _mant_exp(x)
-        sh = _widen(m, cfg.sh_base - ex, signed(11))
         # Shift by sh' = clip(sh, 1, 63) in two steps; shifting by sh' - 1 keeps the guard bit.
-        shm1 = Mux(sh <= 1, 0, Mux(sh >= 63, 62, sh - 1))
+        # sh <= 1 iff max(e, 1) >= sh_m1, and sh <= 0 iff max(e, 1) > sh_m1.
+        shm1 = Mux(ex >= cfg.sh_m1, 0, Mux(ex <= cfg.sh_m63, 62, cfg.sh_m1 - ex))
         s = st.next(
             raw=x,
             mx=mx,  # registered per lane: the multipliers then start from a register
             fill=cfg.fill_enable & (x == cfg.fill_bits),
-            tl=(x[23:31] == 0xFF) | ((sh <= 0) & (mx != 0)),  # NaN, Inf or too large
+            tl=(x[23:31] == 0xFF) | ((ex > cfg.sh_m1) & (mx != 0)),  # NaN, Inf or too large
             shm1=shm1[:6],
         )
         s = st.next(**keep(s, "raw", "fill", "tl", "shm1"),
@@ -396,7 +399,8 @@ class Quantizer(wiring.Component):
         me, ee = _mant_exp(self.cfg.eb)
         m.d.sync += [
             decoded.cm.eq(self.cfg.recip_mant),
-            decoded.sh_base.eq(150 - self.cfg.recip_exp),
+            decoded.sh_m1.eq(149 - self.cfg.recip_exp),
+            decoded.sh_m63.eq(87 - self.cfg.recip_exp),
             decoded.ms.eq(ms),
             decoded.lim.eq(es + 26),
             decoded.me.eq(me),
