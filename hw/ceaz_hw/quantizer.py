@@ -86,6 +86,10 @@ _Decoded = wiring.Signature({
     # comparisons, made on max(e, 1) against constants so that they run beside the subtraction
     "sh_m1": Out(signed(11)),  # 149 - Ce: sh - 1 = sh_m1 - max(e, 1)
     "sh_m63": Out(signed(11)),  # 87 - Ce: sh >= 63 iff max(e, 1) <= sh_m63
+    # The three comparisons for e = 0 (max(e, 1) = 1), so that the lanes compare e itself:
+    "e0_low": Out(1),  # sh <= 1
+    "e0_high": Out(1),  # sh >= 63
+    "e0_big": Out(1),  # sh <= 0
     "ms": Out(24),  # significand of S
     "lim": Out(9),  # max(biased exponent of S, 1) + 26: the largest normalising shift
     "me": Out(24),  # significand of eb_f
@@ -173,13 +177,20 @@ class _Lane(wiring.Component):
         # -- q = RNE(|x| * Cm * 2**Ce), stages 1-7 -------------------------------------------
         mx, ex = _mant_exp(x)
         # Shift by sh' = clip(sh, 1, 63) in two steps; shifting by sh' - 1 keeps the guard bit.
-        # sh <= 1 iff max(e, 1) >= sh_m1, and sh <= 0 iff max(e, 1) > sh_m1.
-        shm1 = Mux(ex >= cfg.sh_m1, 0, Mux(ex <= cfg.sh_m63, 62, cfg.sh_m1 - ex))
+        # sh <= 1 iff max(e, 1) >= sh_m1, and sh <= 0 iff max(e, 1) > sh_m1. The comparisons
+        # take e straight from the input register (for e = 0 the decoded flags answer), so
+        # no select of max(e, 1) precedes them.
+        e = x[23:31]
+        e0 = e == 0
+        low = Mux(e0, cfg.e0_low, e >= cfg.sh_m1)
+        high = Mux(e0, cfg.e0_high, e <= cfg.sh_m63)
+        big = Mux(e0, cfg.e0_big, e > cfg.sh_m1)
+        shm1 = Mux(low, 0, Mux(high, 62, cfg.sh_m1 - ex))
         s = st.next(
             raw=x,
             mx=mx,  # registered per lane: the multipliers then start from a register
             fill=cfg.fill_enable & (x == cfg.fill_bits),
-            tl=(x[23:31] == 0xFF) | ((ex > cfg.sh_m1) & (mx != 0)),  # NaN, Inf or too large
+            tl=(e == 0xFF) | (big & (mx != 0)),  # NaN, Inf or too large
             shm1=shm1[:6],
         )
         s = st.next(**keep(s, "raw", "fill", "tl", "shm1"),
@@ -401,6 +412,9 @@ class Quantizer(wiring.Component):
             decoded.cm.eq(self.cfg.recip_mant),
             decoded.sh_m1.eq(149 - self.cfg.recip_exp),
             decoded.sh_m63.eq(87 - self.cfg.recip_exp),
+            decoded.e0_low.eq(self.cfg.recip_exp >= 148),  # 149 - Ce <= 1
+            decoded.e0_high.eq(self.cfg.recip_exp <= 86),  # 87 - Ce >= 1
+            decoded.e0_big.eq(self.cfg.recip_exp >= 149),  # 149 - Ce < 1
             decoded.ms.eq(ms),
             decoded.lim.eq(es + 26),
             decoded.me.eq(me),
