@@ -307,6 +307,8 @@ class CodebookBuilder(wiring.Component):
         s3_idx, s4_idx, last_idx, prev_idx = (Signal.like(idx) for _ in range(4))
         s3_root, s4_root = Signal(), Signal()
         s4_depth, last_depth, prev_depth = (Signal(depth_width) for _ in range(3))
+        # Stage 4's forwarding decisions, compared in stage 3 (see "DEPTH").
+        s4_from_last, s4_from_prev = Signal(), Signal()
         m.d.sync += [s1_idx.eq(idx), s2_idx.eq(s1_idx)]
 
         with m.FSM(name="phase") as phase:
@@ -485,7 +487,10 @@ class CodebookBuilder(wiring.Component):
                 # (1) register it, (2) read the parent's depth, (3) register that, (4) add
                 # one and write. The two items just ahead write after this item's read, so
                 # their depths are forwarded from ``last_*`` and ``prev_*``. (A transparent
-                # read port instead let yosys drop the register after the table.)
+                # read port instead let yosys drop the register after the table.) Whether to
+                # forward is compared a clock ahead, against what ``last_idx`` and
+                # ``prev_idx`` will hold: the comparison then stays off the add (the smoke
+                # core's worst path at 398bf66).
                 reading = remaining != 0
                 m.d.comb += parent_rp.addr.eq(idx)
                 m.d.sync += s2_parent.eq(parent_rp.data)
@@ -494,8 +499,10 @@ class CodebookBuilder(wiring.Component):
                              s3_root.eq(s2_parent == n - 2),
                              s4_parent.eq(s3_parent), s4_idx.eq(s3_idx), s4_root.eq(s3_root),
                              s4_depth.eq(depth_rp.data)]
-                parent_depth = Mux(pipe[4] & (s4_parent == last_idx), last_depth,
-                                   Mux(pipe[5] & (s4_parent == prev_idx), prev_depth, s4_depth))
+                m.d.sync += [s4_from_last.eq(pipe[3] & (s3_parent == s4_idx)),
+                             s4_from_prev.eq(pipe[4] & (s3_parent == last_idx))]
+                parent_depth = Mux(s4_from_last, last_depth,
+                                   Mux(s4_from_prev, prev_depth, s4_depth))
                 depth = Signal(depth_width)
                 m.d.comb += depth.eq(Mux(s4_root, 1, parent_depth + 1))
                 m.d.comb += [depth_wp.addr.eq(s4_idx), depth_wp.data.eq(depth),
