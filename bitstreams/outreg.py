@@ -127,20 +127,24 @@ def _common_enable(ffs: list, cells: dict) -> list | None:
 
 
 def _move(outputs: list, ffs: list, buffers: list, conns: dict, cells: dict) -> None:
-    """Connect each (port, index) of ``outputs`` to its flip-flop's output and drop the
+    """Connect each (port, index, bit) of ``outputs`` to its flip-flop's output and drop the
     flip-flops and buffers: the block's own register now drives their loads."""
-    for (port, i), ff in zip(outputs, ffs, strict=True):
+    for (port, i, _bit), ff in zip(outputs, ffs, strict=True):
         conns[port][i] = cells[ff]["connections"]["Q"][0]
         del cells[ff]
     for buffer in buffers:
         del cells[buffer]
 
 
-def _used_outputs(conns: dict, prefix: str, loads: dict) -> list[tuple[str, int, int]]:
-    """(port, index, net bit) of every output bit named ``prefix<n>`` that drives a load."""
-    return [(port, i, bit) for port, bits in conns.items()
-            if port.startswith(prefix) and port[len(prefix):].isdigit()
-            for i, bit in enumerate(bits) if isinstance(bit, int) and loads.get(bit)]
+def _registers_after(conns: dict, prefix: str, loads: dict, cells: dict) -> tuple | None:
+    """The used output bits named ``prefix<n>`` as (port, index, net bit), the flip-flops
+    that take them (one each, nothing else) and the buffers between; None if there are no
+    used outputs or any of them drives something else."""
+    outputs = [(port, i, bit) for port, bits in conns.items()
+               if port.startswith(prefix) and port[len(prefix):].isdigit()
+               for i, bit in enumerate(bits) if isinstance(bit, int) and loads.get(bit)]
+    found = _sole_registers([bit for *_, bit in outputs], loads, cells) if outputs else None
+    return None if found is None else (outputs, *found)
 
 
 def absorb_output_registers(netlist: dict) -> list[str]:
@@ -166,18 +170,16 @@ def absorb_output_registers(netlist: dict) -> list[str]:
             clock_mux = "plain" if params.get(f"CLK{side}MUX", f"CLK{side}") == f"CLK{side}" \
                 else "inverted"
             clock = conns.get(f"CLK{side}")
-            outputs = _used_outputs(conns, f"DO{side}", loads)
-            found = _sole_registers([bit for *_, bit in outputs], loads, cells) if outputs \
-                else None
+            found = _registers_after(conns, f"DO{side}", loads, cells)
             if found is None or not all(_movable(cells[ff], clock, clock_mux)
-                                        for ff in found[0]):
+                                        for ff in found[1]):
                 continue
-            enable = _common_enable(found[0], cells)
+            enable = _common_enable(found[1], cells)
             if enable is None:
                 continue
             params[f"REGMODE_{side}"] = "OUTREG"
             conns[f"OCE{side}"] = enable
-            _move([(port, i) for port, i, _ in outputs], *found, conns, cells)
+            _move(*found, conns, cells)
             moved.append(f"{name}.{side}")
     return moved
 
@@ -212,21 +214,20 @@ def absorb_multiplier_registers(netlist: dict) -> list[str]:
             continue
         if any(conns.get(f"{pin}0", [_ZERO]) not in ([_ZERO], ["x"]) for pin in ("CLK", "RST")):
             continue
-        outputs = _used_outputs(conns, "P", loads)
-        found = _sole_registers([bit for *_, bit in outputs], loads, cells) if outputs \
-            else None
+        found = _registers_after(conns, "P", loads, cells)
         if found is None:
             continue
-        clock = cells[found[0][0]]["connections"].get("CLK")
-        enable = _common_enable(found[0], cells)
-        if enable is None or not all(_movable(cells[ff], clock, "plain") for ff in found[0]):
+        ffs = found[1]
+        clock = cells[ffs[0]]["connections"].get("CLK")
+        enable = _common_enable(ffs, cells)
+        if enable is None or not all(_movable(cells[ff], clock, "plain") for ff in ffs):
             continue
         params.update(REG_OUTPUT_CLK="CLK0", REG_OUTPUT_CE="CE0", REG_OUTPUT_RST="RST0",
                       GSR="DISABLED")
         conns.update(CLK0=list(clock), CE0=enable, RST0=[_ZERO])
         for pin in ("CLK0", "CE0", "RST0"):
             mult["port_directions"].setdefault(pin, "input")
-        _move([(port, i) for port, i, _ in outputs], *found, conns, cells)
+        _move(*found, conns, cells)
         moved.append(name)
     return moved
 

@@ -399,11 +399,12 @@ class CodebookBuilder(wiring.Component):
             second = Signal()  # the next take is the second of its node
             remaining = Signal(range(n))  # parents the depth pass has still to read
             first_w = Signal(self.node_width)
+            taken_w_r = Signal(self.node_width)
+            made_w = first_w + taken_w_r  # the node the last take completes, if second
             capture = Signal()  # the merge's first clock of a take
             decided = Signal()  # a take has been decided and not yet recorded
             leaf_h = Signal(ww)  # the heads of both queues, captured from the read ports
             node_h = Signal(self.node_width)
-            taken_w_r = Signal(self.node_width)
             leaves_left = Signal()  # registered in capture: leaf < n
             queue_empty = Signal()  # registered in capture: node == made
             leaf_addr = Signal(sw)  # the next leaf's address (n - 1 - leaf), and the one after
@@ -439,7 +440,6 @@ class CodebookBuilder(wiring.Component):
             # chose the address, its select tree was the smoke core's worst path).
             with m.State("MERGE"):
                 m.d.sync += capture.eq(~capture)
-                made_w = first_w + taken_w_r  # the node the last take completes, if second
                 with m.If(capture):
                     _, leaf_w = unpack(Mux(node_taken_r, sorted_rp.data, sorted_next_rp.data))
                     bypass = decided & second & (node == made)
@@ -682,7 +682,7 @@ class CodebookBuilder(wiring.Component):
             parent_wp.data.eq(made),
             parent_wp.en.eq(parent_we),
             node_wp.addr.eq(made),
-            node_wp.data.eq(first_w + taken_w_r),  # the node its second take completes
+            node_wp.data.eq(made_w),
             node_wp.en.eq(node_we),
         ]
 

@@ -381,8 +381,9 @@ class Packer(wiring.Component):
         for j in range(depth):
             after_pop = Mux(pop, buf[j + 1] if j + 1 < depth else 0, buf[j])
             m.d.sync += buf[j].eq(after_pop | incoming[j])
+        arriving = Mux(accept, front.words, 0)  # words the window adds this clock
         next_complete = Signal(range(depth + 1))
-        m.d.comb += next_complete.eq(base + Mux(accept, front.words, 0))
+        m.d.comb += next_complete.eq(base + arriving)
         m.d.sync += complete.eq(next_complete)
 
         with m.If(accept & front.last):
@@ -480,7 +481,6 @@ class Packer(wiring.Component):
         # Whether a window fits is computed for both outcomes of this clock's pop, which then
         # only selects: the pop comes from the output buffer's level, and through the
         # subtraction, the addition and the comparison it was a smoke core's worst path.
-        arriving = Mux(accept, front.words, 0)
         fits_after_pop = complete + arriving + m_words <= depth + 1
         fits_without_pop = complete + arriving + m_words <= depth
         m.d.sync += room.eq(payload_next & ~ending & ~(accept & front.last)
