@@ -5,11 +5,18 @@ name configurations (``lanes4``) instead of repeating parameters, so reports fro
 runs and machines describe the same hardware.
 
 Block RAM budget (ECP5-85F: 208 DP16KD of 18 Kbit). The plane buffer holds ``max_plane``
-prequantized values (28-bit ``q``), which is about 112 to 128 DP16KD at the default 65536,
-whatever N is. Everything else grows with N: each lane has its own codebook RAM
-(``2 x 2R`` entries) and histogram banks, some 10 to 15 DP16KD per lane at R = 512. So
-wide configurations get a smaller plane buffer (and accept smaller chunk planes) to leave room
-for the lanes; the synthesis report shows what was actually used.
+prequantized values (28-bit ``q``): 34 DP16KD at 16384, 136 at 65536. Everything else grows
+with N: each lane has its own codebook RAM (``2 x 2R`` entries) and histogram banks, some 10 to
+15 DP16KD per lane at R = 512.
+
+The named configurations use a 16384-value plane buffer (4096 at 16 lanes, for the lanes'
+RAMs). At 65536 the buffer took 136 of the 208 block RAMs, and with 170 in use the placement of
+the rest, across the whole die, set Fmax more than the logic did (76.9 to 98.2 MHz for one lane
+over RTL changes that did not touch the worst paths). What the smaller buffer costs is that 3-D
+chunks have fewer rows per plane (``cy = max_plane // cx``, docs/format.md): on the benchmark's
+fields the ratio moves by -6.4 % to +3.4 % (``bench/plane_buffer.py``, bench/plane_buffer.md).
+A card built with a larger ``max_plane`` (``Compressor(max_plane=...)``) works with the same
+driver, which reads the card's limits from its registers.
 """
 
 from __future__ import annotations
@@ -52,7 +59,7 @@ class Config:
 
 
 #: Plane buffer depth per lane count; see the block RAM budget in the module docstring.
-_MAX_PLANE = {1: 1 << 16, 2: 1 << 16, 4: 1 << 16, 8: 1 << 14, 16: 1 << 12}
+_MAX_PLANE = {1: 1 << 14, 2: 1 << 14, 4: 1 << 14, 8: 1 << 14, 16: 1 << 12}
 
 #: Symbol radius per lane count. At R = 512 the alphabet has 2R + 2 = 1026 symbols, two past
 #: a 1024-entry block RAM, so each lane's histogram RAMs double in depth; 16 lanes do not have
