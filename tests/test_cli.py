@@ -250,6 +250,8 @@ def test_bad_inputs(tmp_path, capsys):
         (["--shape", "100", "--radius", "1"], "radius must be"),
         (["--shape", "100", "--chunk-values", "0"], "--chunk-values"),
         (["--shape", "100", "--fill", "zero"], "--fill"),
+        (["--shape", "100", "--max-line", "0"], "--max-line"),
+        (["--shape", "100", "--max-plane", "64", "--max-line", "128"], "--max-plane"),
     ]
     for extra, message in cases:
         assert run("compress", tmp_path / "x.f32", out, "--abs", "1", *extra) == 2, extra

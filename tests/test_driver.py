@@ -80,6 +80,16 @@ def test_bad_config_stops_the_dma_with_a_named_error(fresh):
     _assert_codes_like_model(fresh, x)
 
 
+def test_chunks_beyond_the_cards_buffers_are_refused_with_the_fix(fresh):
+    """A stream tiled for a bigger plane buffer than the card's: refused before any DMA, and
+    the message names the setting that fits this card."""
+    x = np.zeros((2, 300, 300), np.float32)  # planes of 90000 values, beyond the card's 65536
+    settings = codec.Settings(chunk_values=1 << 18, max_plane=1 << 18)
+    fix = r"plane buffer \(65536\); compress with max_plane <= 65536 \(--max-plane\)"
+    with pytest.raises(DeviceError, match=fix):
+        codec.encode_stream(x, io.BytesIO(), 1e-3, "abs", settings, coder=fresh)
+
+
 def test_pending_codebook_times_out(fresh):
     """A committed book waits for a chunk that never comes: the next load times out."""
     x = _field(seed=1)

@@ -106,6 +106,14 @@ def build_parser() -> argparse.ArgumentParser:
         "--fill", default="nan", metavar="VALUE|none", help="fill value coded as one symbol"
     )
     p.add_argument(
+        "--max-line", type=int, default=fmt.DEFAULT_MAX_LINE, metavar="N",
+        help="longest chunk row of a 2-D or 3-D field (a card's line buffer)",
+    )  # fmt: skip
+    p.add_argument(
+        "--max-plane", type=int, default=fmt.DEFAULT_MAX_PLANE, metavar="N",
+        help="most values in a chunk plane of a 3-D field (a card's plane buffer)",
+    )  # fmt: skip
+    p.add_argument(
         "--adapt-lag", type=int, choices=(0, 1, 2), default=fmt.DEFAULT_ADAPT_LAG,
         help="chunk k's codebook comes from chunk k-LAG's histogram (0: the offline book "
              "picked for chunk 0, for every chunk); with 2 the card builds the books on chip",
@@ -266,8 +274,12 @@ def cmd_compress(args: argparse.Namespace) -> int:
         raise ValueError(
             f"--chunk-values must be in [1, {fmt.MAX_CHUNK_VALUES}], got {args.chunk_values!r}"
         )
+    if not 1 <= args.max_line <= args.max_plane:
+        raise ValueError(f"need 1 <= --max-line <= --max-plane, got {args.max_line} and "
+                         f"{args.max_plane}")
     settings = codec.Settings(radius=args.radius, chunk_values=args.chunk_values, fill_value=fill,
-                              adapt_lag=args.adapt_lag)
+                              adapt_lag=args.adapt_lag, max_line=args.max_line,
+                              max_plane=args.max_plane)
     shape = files.parse_shape(args.shape) if args.shape else None
     src = files.open_input(args.input, shape, args.dtype)
     if _same_file(args.input, args.output):

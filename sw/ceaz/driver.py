@@ -153,10 +153,15 @@ class CardCoder:
             return f"the card is built for radius {self.radius}, the stream uses {coding.radius}"
         if k % self.lanes:
             return f"sync interval {k} is not a multiple of the card's {self.lanes} lanes"
+        # The chunk shape is the stream's (Settings.max_line and max_plane); a card built with
+        # smaller buffers needs streams tiled for them.
         if cy > 1 and cx > self.max_line:
-            return f"rows of {cx} values exceed the card's line buffer ({self.max_line})"
+            return (f"rows of {cx} values exceed the card's line buffer ({self.max_line}); "
+                    f"compress with max_line <= {self.max_line} (--max-line)")
         if cz > 1 and cy * cx > self.max_plane:
-            return f"planes of {cy * cx} values exceed the card's plane buffer ({self.max_plane})"
+            return (f"planes of {cy * cx} values exceed the card's plane buffer "
+                    f"({self.max_plane}); compress with max_plane <= {self.max_plane} "
+                    "(--max-plane)")
         if -(-cz * cy * cx // k) - 1 > self.max_sync:
             return f"chunks need more than the card's {self.max_sync} sync offsets"
         return None
