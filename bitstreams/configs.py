@@ -38,6 +38,8 @@ class Config:
     max_line: int = 4096
     max_plane: int = 1 << 16
     max_sync: int = 1024
+    #: The packer's front: None (whole fields) or pieces of this many bits (ceaz_hw.pieces).
+    piece_bits: int | None = None
 
     def __post_init__(self):
         if self.lanes not in (1, 2, 4, 8, 16):
@@ -67,10 +69,16 @@ _MAX_PLANE = {1: 1 << 14, 2: 1 << 14, 4: 1 << 14, 8: 1 << 14, 16: 1 << 12}
 #: the same radius (``--radius 511``): the driver refuses any other.
 _RADIUS = {1: 512, 2: 512, 4: 512, 8: 512, 16: 511}
 
+#: The packer's pieces per lane count (None: whole fields). At 16 lanes a front as wide as the
+#: widest beat (16 x 48 bits) was the largest unit of the core; pieces of 16 bits make it a
+#: third as wide, and a beat with escapes takes a clock more per 16 extra pieces.
+_PIECE_BITS = {16: 16}
+
 #: All named configurations, by name. ``smoke`` is the whole core with small line and plane
 #: buffers: it synthesises in minutes, so CI can afford it on every run.
 CONFIGS: dict[str, Config] = {
-    **{f"lanes{n}": Config(f"lanes{n}", lanes=n, radius=_RADIUS[n], max_plane=_MAX_PLANE[n])
+    **{f"lanes{n}": Config(f"lanes{n}", lanes=n, radius=_RADIUS[n], max_plane=_MAX_PLANE[n],
+                           piece_bits=_PIECE_BITS.get(n))
        for n in _MAX_PLANE},
     "smoke": Config("smoke", lanes=1, max_line=256, max_plane=1024),
 }
@@ -82,7 +90,8 @@ def _compressor(config: Config):
 
     return Compressor(lanes=config.lanes, radius=config.radius,
                       max_code_len=config.max_code_len, max_line=config.max_line,
-                      max_plane=config.max_plane, max_sync=config.max_sync)
+                      max_plane=config.max_plane, max_sync=config.max_sync,
+                      piece_bits=config.piece_bits)
 
 
 def _quantizer(config: Config):
@@ -102,10 +111,18 @@ def _builder(config: Config):
                            config.max_code_len)
 
 
+def _packer(config: Config):
+    # The packer alone: at 16 lanes it is the largest unit of the core (synth.md).
+    from ceaz_hw.packer import Packer
+
+    return Packer(config.lanes, config.max_code_len, config.max_sync, config.piece_bits)
+
+
 DESIGNS: dict[str, Callable[[Config], object]] = {
     "top": _compressor,
     "quantizer": _quantizer,
     "builder": _builder,
+    "packer": _packer,
 }
 
 

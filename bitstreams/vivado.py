@@ -106,12 +106,7 @@ def core_verilog(lanes: int) -> str:
     """Amaranth's Verilog of the compressor (some seconds: the whole pipeline elaborates)."""
     from amaranth.back import verilog
 
-    from ceaz_hw.top import Compressor
-
-    config = configs.get(f"lanes{lanes}")
-    component = Compressor(lanes=config.lanes, radius=config.radius,
-                           max_code_len=config.max_code_len, max_line=config.max_line,
-                           max_plane=config.max_plane, max_sync=config.max_sync)
+    component = configs.build(configs.get(f"lanes{lanes}"))
     return verilog.convert(component, name=CORE_MODULE)
 
 

@@ -410,7 +410,9 @@ CONFIGS = [
     # The escapes golden vector uses radius 16 and sync interval 50.
     {"lanes": 2, "radius": 16, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 14},
     {"lanes": 4, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 15},
-    {"lanes": 16, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 16},
+    # As the 16-lane build (bitstreams/configs.py): the packer takes pieces of 16 bits.
+    {"lanes": 16, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 16,
+     "piece_bits": 16},
 ]
 
 
@@ -419,7 +421,8 @@ def test_top(params, tmp_path):
     counts = tmp_path / "count"
     run_bench(
         lambda **p: Compressor(
-            p["lanes"], p["radius"], max_line=p["max_line"], max_plane=p["max_plane"]),
+            p["lanes"], p["radius"], max_line=p["max_line"], max_plane=p["max_plane"],
+            piece_bits=p.get("piece_bits")),
         name="top", params=params, test_module=__name__,
         extra_env={"CEAZ_COUNT_FILE": str(counts)},
     )

@@ -46,9 +46,11 @@ from amaranth.lib.wiring import In, Out
 from ceaz import format as fmt
 from ceaz.regmap import TRAILER_MAGIC
 
+from . import pieces as _pieces
 from .beats import LANE_COUNTS, Coded, Escape, beat, code_field_bits
 from .crc import StreamCRC
 from .elastic import ElasticBuffer
+from .pieces import ESCAPE_COUNTS, Pieces, count_escapes, escape_counts
 from .ramfifo import BlockRAMFIFO
 
 __all__ = ["TRAILER_BYTES", "Packer", "output_layout", "word_bits"]
@@ -89,11 +91,15 @@ _Totals = data.StructLayout({
 
 class _Front(wiring.Component):
     """Input register, merge tree, position stage and window shift; every register advances
-    every clock and the parent gates them all with one enable."""
+    every clock and the parent gates them all with one enable. With ``piece_bits``, the merge
+    tree takes a group of pieces (:mod:`.pieces`) per clock instead of every lane's field."""
 
-    def __init__(self, lanes, max_code_len, width):
+    def __init__(self, lanes, max_code_len, width, piece_bits=None):
         self.lanes, self.field, self.width = lanes, code_field_bits(max_code_len), width
-        self.beat_bits = lanes * self.field
+        self.max_code_len, self.piece_bits = max_code_len, piece_bits
+        #: Bits per lane the merge tree takes: a whole field, or a piece.
+        self.unit = self.field if piece_bits is None else piece_bits
+        self.beat_bits = lanes * self.unit
         #: Window words: a field starting anywhere in a word fits.
         self.window_words = -(-(width - 1 + self.beat_bits) // width)
         self.pos_bits = (self.field << _COUNT_BITS).bit_length()
@@ -102,6 +108,8 @@ class _Front(wiring.Component):
             "x": In(beat(Coded(max_code_len), lanes)),
             "x_valid": In(1),
             "sync_interval": In(32),
+            # A register: the pieces hold their beat (more groups to go), so x is not taken.
+            "hold": Out(1),
             # Combinational, from the position stage: the parent gates them with the enable.
             "sync_push": Out(1),
             "sync_offset": Out(32),
@@ -113,37 +121,67 @@ class _Front(wiring.Component):
             "totals": Out(_Totals),
         })
 
-    def elaborate(self, platform):
-        m = Module()
-        lanes, field, width = self.lanes, self.field, self.width
-
+    def _fields(self, m):
+        """s1 and s2: every lane's field left-aligned; a lane beyond ``count`` is empty."""
+        lanes, field = self.lanes, self.field
         x = Signal.like(self.x)
         valid = Signal()
         m.d.sync += [x.eq(self.x), valid.eq(self.x_valid)]
-
-        # s2: left-align each lane; a lane beyond `count` is a field of length 0.
         vals, lens = [], []
-        counts = {e: 0 for e in (Escape.OUTLIER, Escape.VERBATIM, Escape.FILL)}
         for j in range(lanes):
             lane = x.lanes[j]
-            used = j < x.count
-            length = Mux(used, lane.len, 0)
+            length = Mux(j < x.count, lane.len, 0)
             aligned = (Cat(Const(0, field), lane.bits) >> length)[:field]
             v, n = Signal(field, name=f"lane{j}_v"), Signal(range(field + 1), name=f"lane{j}_l")
             m.d.sync += [v.eq(aligned), n.eq(length)]
             vals.append(v)
             lens.append(n)
-            for e in counts:
-                counts[e] = counts[e] + (used & (lane.esc == e))
-        esc = {}
-        for e, total in counts.items():
-            esc[e] = Signal(range(lanes + 1), name=f"n_{e.name.lower()}")
-            m.d.sync += esc[e].eq(total)
-        side = {"valid": valid, "last": x.last, "count": x.count}
-        side = self._delay(m, side, "s2")
+        side = self._delay(m, {"valid": valid, "last": x.last, "count": x.count}, "s2")
+        side["escapes"] = count_escapes(m, x, lanes, "s2_escapes")
+        return vals, lens, side
+
+    def _groups(self, m):
+        """The pieces of each beat, ``lanes`` at a time: group ``g`` is slots ``g lanes`` to
+        ``g lanes + lanes - 1``. The beat's count and escapes go with its first group, ``last``
+        with its final one, and the pieces hold their beat until that group is out."""
+        lanes, bits = self.lanes, self.piece_bits
+        pieces = Pieces(lanes, self.max_code_len, bits)
+        hold = Signal()
+        m.submodules.pieces = EnableInserter(~hold)(pieces)
+        m.d.comb += [pieces.x.eq(self.x), pieces.x_valid.eq(self.x_valid), self.hold.eq(hold)]
+        group = Signal(range(pieces.per_field))
+        # hold is a register, planned a clock ahead from the beat that arrives next.
+        with m.If(hold):
+            m.d.sync += [group.eq(group + 1), hold.eq(group + 1 != pieces.extra)]
+        with m.Else():
+            m.d.sync += [group.eq(0), hold.eq(pieces.next_valid & (pieces.next_extra != 0))]
+        vals = [Signal(bits, name=f"g{i}_v") for i in range(lanes)]
+        lens = [Signal(range(bits + 1), name=f"g{i}_l") for i in range(lanes)]
+        with m.Switch(group):
+            for g in range(pieces.per_field):
+                with m.Case(g):
+                    for i in range(lanes):
+                        piece = pieces.pieces[g * lanes + i]
+                        m.d.sync += [vals[i].eq(piece.bits), lens[i].eq(piece.len)]
+        first = group == 0
+        side = self._delay(m, {"valid": pieces.valid, "first": first,
+                               "last": pieces.last & (group == pieces.extra),
+                               "count": Mux(first, pieces.count, 0)}, "g")
+        escapes = Signal(escape_counts(lanes), name="g_escapes")
+        m.d.sync += escapes.eq(Mux(first, pieces.escapes.as_value(), 0))
+        side["escapes"] = escapes
+        return vals, lens, side
+
+    def elaborate(self, platform):
+        m = Module()
+        width = self.width
+        if self.piece_bits is None:
+            vals, lens, side = self._fields(m)
+        else:
+            vals, lens, side = self._groups(m)
 
         # Merge tree, one registered level per halving.
-        level, bw = 0, field
+        level, bw = 0, self.unit
         while len(vals) > 1:
             level += 1
             nv, nl = [], []
@@ -159,8 +197,6 @@ class _Front(wiring.Component):
                 nl.append(n)
             vals, lens, bw = nv, nl, 2 * bw
             side = self._delay(m, side, f"m{level}")
-            esc = {e: self._delay(m, {"n": s}, f"m{level}_{e.name.lower()}")["n"]
-                   for e, s in esc.items()}
         value, length = vals[0], lens[0]
 
         # Position stage: the chunk's running counts (registers updated per valid beat).
@@ -168,6 +204,7 @@ class _Front(wiring.Component):
         pos = Signal(self.pos_bits)
         n_values = Signal(_COUNT_BITS)
         phase = Signal(32)  # n_values mod K
+        esc = {e: getattr(side["escapes"], e.name.lower()) for e in ESCAPE_COUNTS}
         totals = {e: Signal(32, name=f"total_{e.name.lower()}") for e in esc}
         n_syncs = Signal(32)
 
@@ -180,7 +217,8 @@ class _Front(wiring.Component):
         # front of the n_syncs adder were the smoke core's worst path.
         phase_zero = Signal(init=1)
         any_values = Signal()
-        sync_here = side["valid"] & phase_zero & any_values
+        # A sync point starts a beat: a beat's later groups are not one.
+        sync_here = side["valid"] & side.get("first", 1) & phase_zero & any_values
         m.d.comb += [self.sync_push.eq(sync_here), self.sync_offset.eq(pos[:32])]
         next_phase = phase + side["count"]
         wraps = Signal()
@@ -262,13 +300,21 @@ class Packer(wiring.Component):
     max_sync : int
         Sync offsets one chunk may hold (the FIFO that keeps them until the payload is out).
         A chunk with more is not supported (the top level refuses such a configuration).
+    piece_bits : int or None
+        None: the merge tree takes every lane's whole field per clock (``lanes x (max_code_len
+        + 32)`` bits), so a beat passes in one clock whatever its fields. V: it takes
+        ``lanes`` pieces of V bits per clock (:mod:`.pieces`), a tree and window about a third
+        as wide at V = 16; a beat whose fields need ``p`` pieces passes in
+        ``ceil(p / lanes)`` clocks (one if no field exceeds V bits, as no code does at
+        ``max_code_len <= V``; each escape adds pieces). For wide builds short of logic.
 
     Members
     -------
     i : ``In(stream.Signature(beat(Coded(max_code_len), lanes)))``
         ``len`` bits of ``bits`` per lane, right-aligned, sent MSB first; bits above ``len``
         and lanes at or above ``count`` are ignored. ``esc`` is counted for the trailer.
-        One beat per clock while the beats average at most W bits.
+        One beat per clock while the beats average at most W bits (with ``piece_bits``:
+        while a beat's fields need at most ``lanes`` pieces).
     o : ``Out(stream.Signature(output_layout(W)))``
         Per chunk: ``ceil(payload_bits / W)`` payload words (zero-padded), the sync offsets
         (u32 little-endian, ``W / 32`` per word, zero-padded), the 32-byte trailer
@@ -281,13 +327,14 @@ class Packer(wiring.Component):
     at one u32 per clock and the trailer) holds the next chunk's input for a few clocks.
     """
 
-    @staticmethod
-    def latency(lanes: int) -> int:
-        """Input register, lane alignment, merge levels, position, two shift stages, the
-        accumulator and the output buffer."""
-        return 2 + (lanes.bit_length() - 1) + 3 + 2
+    def latency(self) -> int:
+        """Input register, lane alignment (or the pieces and their group), merge levels,
+        position, two shift stages, the accumulator and the output buffer."""
+        lanes, bits = self.lanes, self.piece_bits
+        front = 2 if bits is None else _pieces.latency(lanes, self.max_code_len, bits) + 1
+        return front + (lanes.bit_length() - 1) + 3 + 2
 
-    def __init__(self, lanes=1, max_code_len=fmt.MAX_CODE_LEN, max_sync=1024):
+    def __init__(self, lanes=1, max_code_len=fmt.MAX_CODE_LEN, max_sync=1024, piece_bits=None):
         if lanes not in LANE_COUNTS:
             raise ValueError(f"lanes must be one of {LANE_COUNTS}, not {lanes!r}")
         if not isinstance(max_code_len, int) or not 1 <= max_code_len <= 32:
@@ -295,6 +342,9 @@ class Packer(wiring.Component):
         if not isinstance(max_sync, int) or max_sync < 1:
             raise ValueError(f"max_sync must be a positive int, not {max_sync!r}")
         self.lanes, self.max_code_len, self.max_sync = lanes, max_code_len, max_sync
+        self.piece_bits = piece_bits
+        if piece_bits is not None:
+            _pieces.geometry(lanes, max_code_len, piece_bits)  # checks them
         self.width = word_bits(lanes)
         super().__init__({
             "i": In(stream.Signature(beat(Coded(max_code_len), lanes))),
@@ -309,7 +359,7 @@ class Packer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         width = self.width
-        front = _Front(self.lanes, self.max_code_len, width)
+        front = _Front(self.lanes, self.max_code_len, width, self.piece_bits)
         m_words = front.window_words
         depth = m_words + 2  # accumulator words
 
@@ -365,7 +415,7 @@ class Packer(wiring.Component):
             front.x.eq(self.i.payload),
             front.x_valid.eq(self.i.valid),
             front.sync_interval.eq(self.sync_interval),
-            self.i.ready.eq(enable),
+            self.i.ready.eq(enable & ~front.hold),
             syncs.i.valid.eq(front.sync_push & enable),
             syncs.i.payload.eq(front.sync_offset),
         ]

@@ -62,6 +62,10 @@ class Compressor(wiring.Component):
         Quantization radius R (the alphabet has 2R + 2 symbols).
     max_code_len, max_line, max_plane, max_sync : int
         See docs/hardware.md, "Parameters".
+    piece_bits : int or None
+        The packer's front: whole fields per clock (None), or pieces of this many bits
+        (:class:`~ceaz_hw.packer.Packer`); it changes the logic and the rate of escape-heavy
+        beats, not the bytes.
 
     The reset ``rst`` is registered once before it reaches the pipeline, so the core leaves
     reset on the clock after ``rst`` falls (AXI masters may start one clock after that edge
@@ -71,7 +75,8 @@ class Compressor(wiring.Component):
     """
 
     def __init__(self, lanes=4, radius=fmt.DEFAULT_RADIUS, max_code_len=fmt.MAX_CODE_LEN,
-                 max_line=fmt.DEFAULT_MAX_LINE, max_plane=fmt.DEFAULT_MAX_PLANE, max_sync=1024):
+                 max_line=fmt.DEFAULT_MAX_LINE, max_plane=fmt.DEFAULT_MAX_PLANE, max_sync=1024,
+                 piece_bits=None):
         if lanes not in LANE_COUNTS:
             raise ValueError(f"lanes must be one of {LANE_COUNTS}, not {lanes!r}")
         if not fmt.MIN_RADIUS <= radius <= fmt.MAX_RADIUS:
@@ -85,6 +90,7 @@ class Compressor(wiring.Component):
             raise ValueError("max_plane must be at least max_line")
         self.lanes, self.radius, self.max_code_len = lanes, radius, max_code_len
         self.max_line, self.max_plane, self.max_sync = max_line, max_plane, max_sync
+        self.piece_bits = piece_bits
         self.word_bits = word_bits(lanes)
         super().__init__({
             "s_axis": In(AXI4StreamSignature(32 * lanes)),
@@ -119,7 +125,8 @@ class Compressor(wiring.Component):
         huff = pipeline("huffman", HuffmanLanes(n_lanes, self.radius, self.max_code_len))
         hist = pipeline("histogram", Histogram(n_lanes, fmt.n_symbols(self.radius),
                                                fmt.MAX_CHUNK_VALUES))
-        pack = pipeline("packer", Packer(n_lanes, self.max_code_len, self.max_sync))
+        pack = pipeline("packer", Packer(n_lanes, self.max_code_len, self.max_sync,
+                                         self.piece_bits))
         build = pipeline("builder", CodebookBuilder(fmt.n_symbols(self.radius),
                                                     fmt.MAX_CHUNK_VALUES, self.max_code_len))
 
