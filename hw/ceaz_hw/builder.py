@@ -188,23 +188,21 @@ class CodebookBuilder(wiring.Component):
         pos_width = n.bit_length()  # offsets 0 .. n
         depth_width = max_depth.bit_length()
 
-        def memory(name, shape, depth, read_modify_write=False, reads=1, collides=True):
-            """A table's read ports (``reads`` of them) and its write port; a
-            read-modify-write pipeline's read port is transparent, so an item sees the write
-            of the item just before it. Large tables ask for block RAM by name: yosys put
-            some in LUT RAM (2300 LUT4 more). A table whose used reads never meet a write
-            to their address (``collides=False``) spares yosys's old-data bypass after it."""
+        def memory(name, shape, depth, reads=1, collides=True):
+            """A table's read ports (``reads`` of them) and its write port. Large tables ask
+            for block RAM by name: yosys put some in LUT RAM (2300 LUT4 more). A table whose
+            used reads never meet a write to their address (``collides=False``) spares
+            yosys's old-data bypass after it."""
             attrs = {"ram_style": "block"} if depth >= 256 else {}
             if not collides:
                 attrs["no_rw_check"] = 1
             width = shape.width
-            if depth > BRAM_DEEP_18 and width > BRAM_WIDTH_2K and not read_modify_write:
+            if depth > BRAM_DEEP_18 and width > BRAM_WIDTH_2K:
                 return _sliced_memory(m, name, width, depth, attrs, reads)
             mem = Memory(shape=shape, depth=depth, init=[], attrs=attrs)
             m.submodules[name] = mem
             wp = mem.write_port()
-            transparent = (wp,) if read_modify_write else ()
-            return *(mem.read_port(transparent_for=transparent) for _ in range(reads)), wp
+            return *(mem.read_port() for _ in range(reads)), wp
 
         # (symbol, weight) in symbol order, then ping-ponged by the radix passes.
         # The last pass's table (order1) has a second read port for the merge (see there).
@@ -213,7 +211,8 @@ class CodebookBuilder(wiring.Component):
                 for k in range(2)]
         # Each digit's bucket counters; the top digit may have fewer bits than the others.
         sizes = [1 << min(DIGIT_BITS, ww - d * DIGIT_BITS) for d in range(self.digits)]
-        counters = [memory(f"buckets{d}", unsigned(pos_width), size, read_modify_write=True)
+        # A count read in the clock its bucket is written is not used (see "bucket counters").
+        counters = [memory(f"buckets{d}", unsigned(pos_width), size, collides=False)
                     for d, size in enumerate(sizes)]
         # Internal nodes' weights, parents and depths (the leaves' depths follow from them).
         # The root (node n - 2) is never stored: it is never taken, has no parent, and its
@@ -269,32 +268,45 @@ class CodebookBuilder(wiring.Component):
                 m.d.sync += clearing.eq(0)
 
         # -- bucket counters: one read-modify-write pipeline per digit -------------------------
-        # Read (address), then the table's output into a register, then write the count + 1:
-        # the output reaches only a register. An item sees the write of the item two ahead
-        # through the read port's transparency and the one just ahead through ``forward``.
-        # ``load`` drives every digit's pipeline at once, ``scatter`` the current digit's.
+        # Read (address), then the table's output into a register, then write the count + 1.
+        # The output reaches only that register, which has no reset, so the flow makes it the
+        # block RAM's output register (bitstreams/outreg.py): with a transparent read port,
+        # yosys's bypass sat between them and the table's read, routed across the die, was
+        # the full-size worst path. So an item takes the write of the item just ahead
+        # (``forward``) and of the one two ahead (``forward2``: its write lands in the clock
+        # of this item's read) from registers. ``load`` drives every digit's pipeline at
+        # once, ``scatter`` the current digit's.
         bump_bucket = [Signal(DIGIT_BITS, name=f"bump_bucket{d}") for d in range(self.digits)]
         bump = [Signal(name=f"bump{d}") for d in range(self.digits)]
         bump_pos = []  # per digit: the count before the increment, in the write stage
         bump_busy = []  # per digit: items in flight
+        bucket_reads = []  # per digit: the table's output register
         for d, (rp, cwp) in enumerate(counters):
             got_bucket, got = Signal(DIGIT_BITS, name=f"got_bucket{d}"), Signal(name=f"got{d}")
             put_bucket, put = Signal(DIGIT_BITS, name=f"put_bucket{d}"), Signal(name=f"put{d}")
-            stored = Signal(pos_width, name=f"stored{d}")
+            stored = Signal(pos_width, name=f"stored{d}", reset_less=True)
             forward, written = Signal(name=f"forward{d}"), Signal(pos_width, name=f"written{d}")
+            # two ahead: decided as this item is read, its value taken a clock later
+            forward2_got, forward2 = Signal(name=f"forward2_got{d}"), Signal(name=f"forward2{d}")
+            written2 = Signal(pos_width, name=f"written2{d}")
             pos = Signal(pos_width, name=f"pos{d}")
-            m.d.comb += [rp.addr.eq(bump_bucket[d]), pos.eq(Mux(forward, written, stored))]
+            m.d.comb += [rp.addr.eq(bump_bucket[d]),
+                         pos.eq(Mux(forward, written, Mux(forward2, written2, stored)))]
             m.d.sync += [
                 got_bucket.eq(bump_bucket[d]), got.eq(bump[d]),
                 put_bucket.eq(got_bucket), put.eq(got),
                 stored.eq(rp.data),
                 forward.eq(put & got & (put_bucket == got_bucket)),
+                forward2_got.eq(put & bump[d] & (put_bucket == bump_bucket[d])),
+                forward2.eq(forward2_got),
+                written2.eq(written),
                 written.eq(pos + 1),
             ]
             with m.If(put):
                 m.d.comb += [cwp.addr.eq(put_bucket), cwp.data.eq(pos + 1), cwp.en.eq(1)]
             bump_pos.append(pos)
             bump_busy.append(got | put)
+            bucket_reads.append(stored)
 
         # Pipeline registers shared by the phases (each phase uses the ones it needs).
         s1_idx, s2_idx = Signal.like(idx), Signal.like(idx)
@@ -346,9 +358,8 @@ class CodebookBuilder(wiring.Component):
                 # 0: read a counter; 1: register it; 2: write the running sum, add the count.
                 issue = issue_until(buckets)
                 running = [Signal(pos_width, name=f"running{d}") for d in range(self.digits)]
-                for (rp, cwp), run, size in zip(counters, running, sizes, strict=True):
-                    count = Signal(pos_width)
-                    m.d.sync += count.eq(rp.data)
+                for (rp, cwp), count, run, size in zip(counters, bucket_reads, running, sizes,
+                                                       strict=True):
                     mine = pipe[1] & (s2_idx < size)  # a smaller table ends earlier
                     m.d.comb += [rp.addr.eq(idx), cwp.addr.eq(s2_idx), cwp.data.eq(run),
                                  cwp.en.eq(mine)]

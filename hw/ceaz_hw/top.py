@@ -258,7 +258,12 @@ class Compressor(wiring.Component):
         ]
 
         # -- the stages ----------------------------------------------------------------------
-        wiring.connect(m, quant.o, pred.i)
+        # The predictor's ready is its enable (its output buffer's level) and its chunk-start
+        # wait; straight into the quantizer's output buffer, it crossed the die twice (the
+        # 4-lane worst path). A buffer between them takes it with one crossing.
+        pred_in = pipeline("predictor_input", ElasticBuffer(quant.o.payload.shape()))
+        wiring.connect(m, quant.o, pred_in.i)
+        wiring.connect(m, pred_in.o, pred.i)
         wiring.connect(m, pred.o, syms.i)
         # Fork the symbols to the Huffman lanes and the histogram; both take the beat together.
         # With ADAPT, a beat also waits for the on-chip adaptation (see below). The histogram
