@@ -218,8 +218,9 @@ class CodebookBuilder(wiring.Component):
         # The root (node n - 2) is never stored: it is never taken, has no parent, and its
         # depth is known. So R = 512 needs 1024 entries, one block RAM deep, not two.
         inner_nodes = max(n - 2, 2)
-        # The merge writes a node in capture and reads in decide (the reads of capture are
-        # dropped), so a used read never meets a write.
+        # The merge reads the node queue in capture; a read in the clock its address is
+        # written is replaced by the written value (see "Huffman merge"), so a used read never
+        # meets a write.
         node_rp, node_next_rp, node_wp = memory("nodes", unsigned(self.node_width), inner_nodes,
                                                 reads=2, collides=False)
         parent_rp, parent_wp = memory("parents", unsigned(sw), inner_nodes)
@@ -426,13 +427,20 @@ class CodebookBuilder(wiring.Component):
             # from the "next" port, the node from the other).
             node_taken_r = Signal()
             sorted_rp, sorted_next_rp = elem[1][:2]  # the last pass's output
+            # The node queue's reads, each into a register of its own (the flow makes them
+            # the block RAM's output registers); the value the last node write stored, and
+            # whether that write landed in the last capture (the reads then missed it).
+            # (Assigned after the FSM.)
+            node_q = Signal(self.node_width, reset_less=True)
+            node_next_q = Signal(self.node_width, reset_less=True)
+            stored_w = Signal(self.node_width)
+            stored_now = Signal()
 
             def read_leaf(ascending):
                 m.d.comb += sorted_next_rp.addr.eq(n - 1 - ascending)
 
             with m.State("MERGE_START"):
-                read_leaf(0)
-                m.d.comb += node_rp.addr.eq(0)
+                read_leaf(0)  # no node yet: the first capture finds the node queue empty
                 m.d.sync += [leaf.eq(0), node.eq(0), made.eq(0), second.eq(0), capture.eq(1),
                              decided.eq(0), node_taken_r.eq(0)]
                 # The depth pass's start, set here: the merge's last take then changes the
@@ -441,23 +449,31 @@ class CodebookBuilder(wiring.Component):
                 m.d.sync += [inner[0].eq(1)] + [c.eq(0) for c in inner[1:]]
                 m.next = "MERGE"
 
-            # Two clocks per take. ``capture`` registers the heads the read ports show (the
-            # node just made comes from a bypass: its write lands in this clock) and records
-            # the last take: its parent, and after a node's second take the node. ``decide``
-            # compares the registered heads. Each table has a second read port, so both
-            # outcomes' next heads are read in ``decide`` at addresses from registers, and
-            # ``capture`` picks by the registered decision: a memory's output reaches only a
-            # 2:1 select and a register, and a comparison only registers (when the comparison
-            # chose the address, its select tree was the smoke core's worst path).
+            # Two clocks per take. ``capture`` registers the heads (the leaf from a read port,
+            # the node from the node queue's read registers) and records the last take: its
+            # parent, and after a node's second take the node. ``decide`` compares the
+            # registered heads. The leaf table has a second read port, so both outcomes' next
+            # leaves are read in ``decide`` at addresses from registers, and ``capture`` picks
+            # by the registered decision: its output reaches only a 2:1 select and a register,
+            # and a comparison only registers (when the comparison chose the address, its
+            # select tree was the smoke core's worst path). The node queue is read a clock
+            # earlier, in ``capture``, at the head and the one after (``node`` only changes in
+            # ``decide``), so its block RAM has its output register: it reached the head's
+            # select 5.8 ns after the clock and set the full-size Fmax. Two writes are then
+            # newer than those reads, both bypassed: the node the last take completes (it lands
+            # in this capture) and the one written in the last capture.
             with m.State("MERGE"):
                 m.d.sync += capture.eq(~capture)
                 with m.If(capture):
+                    m.d.comb += [node_rp.addr.eq(node), node_next_rp.addr.eq(node + 1)]
                     _, leaf_w = unpack(Mux(node_taken_r, sorted_rp.data, sorted_next_rp.data))
-                    bypass = decided & second & (node == made)
+                    completed = decided & second & (node == made)
+                    stored_last = stored_now & (node == made - 1)
                     made_next = made + (decided & second)
                     m.d.sync += [leaf_h.eq(leaf_w),
-                                 node_h.eq(Mux(bypass, made_w,
-                                               Mux(node_taken_r, node_next_rp.data, node_rp.data))),
+                                 node_h.eq(Mux(completed, made_w,
+                                               Mux(stored_last, stored_w,
+                                                   Mux(node_taken_r, node_next_q, node_q)))),
                                  decided.eq(0),
                                  # the decision's flags and both next addresses, ahead of it
                                  leaves_left.eq(leaf < n),
@@ -465,7 +481,8 @@ class CodebookBuilder(wiring.Component):
                                  leaf_addr.eq(n - 1 - leaf),
                                  leaf_addr_next.eq(n - 2 - leaf),
                                  node_addr_next.eq(node + 1),
-                                 leaf_next.eq(leaf + 1)]
+                                 leaf_next.eq(leaf + 1),
+                                 stored_now.eq(node_we)]  # the write landing now, next time
                     with m.If(decided):  # the take's writes: after the FSM
                         m.d.sync += [second.eq(~second), first_w.eq(taken_w_r)]
                         with m.If(second):
@@ -474,9 +491,8 @@ class CodebookBuilder(wiring.Component):
                                 m.next = "DEPTH"
                 with m.Else():
                     take_leaf = leaves_left & (queue_empty | (leaf_h <= node_h))
-                    m.d.comb += [sorted_rp.addr.eq(leaf_addr), node_rp.addr.eq(node),
-                                 sorted_next_rp.addr.eq(leaf_addr_next),
-                                 node_next_rp.addr.eq(node_addr_next)]
+                    m.d.comb += [sorted_rp.addr.eq(leaf_addr),
+                                 sorted_next_rp.addr.eq(leaf_addr_next)]
                     m.d.sync += [
                         taken_w_r.eq(Mux(take_leaf, leaf_h, node_h)),
                         node_taken_r.eq(~take_leaf),
@@ -696,6 +712,9 @@ class CodebookBuilder(wiring.Component):
             node_wp.data.eq(made_w),
             node_wp.en.eq(node_we),
         ]
+        m.d.sync += [node_q.eq(node_rp.data), node_next_q.eq(node_next_rp.data)]
+        with m.If(node_we):
+            m.d.sync += stored_w.eq(made_w)
 
         # A build runs from its first count to its commit (COMMITTED: the commit is out).
         m.d.comb += self.busy.eq(~(phase.ongoing("LOAD") & (idx == 0))
