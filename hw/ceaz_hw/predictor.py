@@ -288,7 +288,7 @@ class _Core(wiring.Component):
             "cy": In(BOX_BITS),
             "payload": In(beat(Prequantized, lanes)),
             "offered": In(1),  # i.valid
-            "taken": In(1),  # i.valid & i.ready
+            "taken": In(1),  # i.valid & accepting: taken when the core advances
             "accepting": Out(1),  # counters are set up for the next beat
             "out": Out(beat(Residual, lanes)),
             "out_valid": Out(1),
@@ -541,7 +541,9 @@ class Predictor(wiring.Component):
             core.cy.eq(self.cy),
             core.payload.eq(self.i.payload),
             core.offered.eq(self.i.valid),
-            core.taken.eq(self.i.valid & ready),
+            # Not `& enable`: every register of the core advances on it anyway, and through
+            # `taken` it ran into the core's logic (the one-lane worst path at 20e037b).
+            core.taken.eq(self.i.valid & core.accepting),
             buffer.i.payload.eq(core.out),
             buffer.i.valid.eq(core.out_valid),
         ]
