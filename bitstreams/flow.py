@@ -261,18 +261,16 @@ def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, s
     # Pack first: nextpnr prints the device utilisation after packing, and on a design that
     # cannot fit its placer may run for most of an hour before it gives up (lanes16 at
     # 20e037b), so the flow stops there when a resource is over.
-    _run([_tool(NEXTPNR), *DEVICE_ARGS, "--out-of-context", "--json", netlist, "--pack-only"],
-         work / "nextpnr-pack.log", work, timeout)
+    nextpnr = [_tool(NEXTPNR), *DEVICE_ARGS, "--out-of-context", "--json", netlist]
+    _run([*nextpnr, "--pack-only"], work / "nextpnr-pack.log", work, timeout)
     resources = device_utilisation((work / "nextpnr-pack.log").read_text())
     if any(r["used"] > r["available"] for r in resources.values()):
         # Too large for the device: the row says so, with what it would need.
         row.update({"resources": resources, "fmax_mhz": None, "gbytes_per_s": None,
                     "fits": False, "critical_path": {}})
     else:
-        _run([_tool(NEXTPNR), *DEVICE_ARGS, "--out-of-context", "--freq", str(freq),
-              "--seed", str(seed), "--timing-allow-fail", "--json", netlist,
-              "--report", "report.json"],
-             work / "nextpnr.log", work, timeout)
+        _run([*nextpnr, "--freq", str(freq), "--seed", str(seed), "--timing-allow-fail",
+              "--report", "report.json"], work / "nextpnr.log", work, timeout)
         report = json.loads((work / "report.json").read_text())
         row.update(summarise(report, config))
     nextpnr_time = time.monotonic() - started

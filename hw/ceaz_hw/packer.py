@@ -46,11 +46,19 @@ from amaranth.lib.wiring import In, Out
 from ceaz import format as fmt
 from ceaz.regmap import TRAILER_MAGIC
 
-from . import pieces as _pieces
 from .beats import LANE_COUNTS, Coded, Escape, beat, code_field_bits
 from .crc import StreamCRC
 from .elastic import ElasticBuffer
-from .pieces import ESCAPE_COUNTS, Pieces, count_escapes, escape_counts
+from .pieces import (
+    ESCAPE_COUNTS,
+    Pieces,
+    count_escapes,
+    escape_counts,
+    geometry,
+    lane_field,
+    registered,
+)
+from .pieces import latency as pieces_latency
 from .ramfifo import BlockRAMFIFO
 
 __all__ = ["TRAILER_BYTES", "Packer", "output_layout", "word_bits"]
@@ -129,14 +137,12 @@ class _Front(wiring.Component):
         m.d.sync += [x.eq(self.x), valid.eq(self.x_valid)]
         vals, lens = [], []
         for j in range(lanes):
-            lane = x.lanes[j]
-            length = Mux(j < x.count, lane.len, 0)
-            aligned = (Cat(Const(0, field), lane.bits) >> length)[:field]
+            aligned, length = lane_field(x, j, field)
             v, n = Signal(field, name=f"lane{j}_v"), Signal(range(field + 1), name=f"lane{j}_l")
             m.d.sync += [v.eq(aligned), n.eq(length)]
             vals.append(v)
             lens.append(n)
-        side = self._delay(m, {"valid": valid, "last": x.last, "count": x.count}, "s2")
+        side = registered(m, {"valid": valid, "last": x.last, "count": x.count}, "s2")
         side["escapes"] = count_escapes(m, x, lanes, "s2_escapes")
         return vals, lens, side
 
@@ -164,7 +170,7 @@ class _Front(wiring.Component):
                         piece = pieces.pieces[g * lanes + i]
                         m.d.sync += [vals[i].eq(piece.bits), lens[i].eq(piece.len)]
         first = group == 0
-        side = self._delay(m, {"valid": pieces.valid, "first": first,
+        side = registered(m, {"valid": pieces.valid, "first": first,
                                "last": pieces.last & (group == pieces.extra),
                                "count": Mux(first, pieces.count, 0)}, "g")
         escapes = Signal(escape_counts(lanes), name="g_escapes")
@@ -196,7 +202,7 @@ class _Front(wiring.Component):
                 nv.append(v)
                 nl.append(n)
             vals, lens, bw = nv, nl, 2 * bw
-            side = self._delay(m, side, f"m{level}")
+            side = registered(m, side, f"m{level}")
         value, length = vals[0], lens[0]
 
         # Position stage: the chunk's running counts (registers updated per valid beat).
@@ -249,17 +255,17 @@ class _Front(wiring.Component):
             chunk.fills.eq(totals[Escape.FILL] + esc[Escape.FILL]),
             chunk.syncs.eq(n_syncs + sync_here),
         ]
-        s = self._delay(m, {"valid": side["valid"], "last": side["last"], "totals": chunk,
+        s = registered(m, {"valid": side["valid"], "last": side["last"], "totals": chunk,
                             "words": words, "offset": offset, "value": value}, "p")
 
         # Window shift in two stages: by a multiple of 16, then by 0..15.
         mw = self.window_words * width
         placed = Cat(Const(0, mw - self.beat_bits), s["value"])
         coarse = s["offset"][4:]
-        s = self._delay(m, {**{k: s[k] for k in ("valid", "last", "totals", "words")},
+        s = registered(m, {**{k: s[k] for k in ("valid", "last", "totals", "words")},
                             "fine": s["offset"][:4], "window": (placed >> (coarse * 16))[:mw]},
                         "c")
-        s = self._delay(m, {**{k: s[k] for k in ("valid", "last", "totals", "words")},
+        s = registered(m, {**{k: s[k] for k in ("valid", "last", "totals", "words")},
                             "window": (s["window"] >> s["fine"])[:mw]}, "f")
 
         m.d.comb += [
@@ -270,16 +276,6 @@ class _Front(wiring.Component):
             self.totals.eq(s["totals"]),
         ]
         return m
-
-    @staticmethod
-    def _delay(m, values, stage):
-        """Registered copies of ``values``, named after the stage."""
-        out = {}
-        for name, value in values.items():
-            reg = Signal(value.shape(), name=f"{stage}_{name}")
-            m.d.sync += reg.eq(value)
-            out[name] = reg
-        return out
 
 
 class _Phase(enum.Enum, shape=2):
@@ -331,7 +327,7 @@ class Packer(wiring.Component):
         """Input register, lane alignment (or the pieces and their group), merge levels,
         position, two shift stages, the accumulator and the output buffer."""
         lanes, bits = self.lanes, self.piece_bits
-        front = 2 if bits is None else _pieces.latency(lanes, self.max_code_len, bits) + 1
+        front = 2 if bits is None else pieces_latency(lanes, self.max_code_len, bits) + 1
         return front + (lanes.bit_length() - 1) + 3 + 2
 
     def __init__(self, lanes=1, max_code_len=fmt.MAX_CODE_LEN, max_sync=1024, piece_bits=None):
@@ -344,7 +340,7 @@ class Packer(wiring.Component):
         self.lanes, self.max_code_len, self.max_sync = lanes, max_code_len, max_sync
         self.piece_bits = piece_bits
         if piece_bits is not None:
-            _pieces.geometry(lanes, max_code_len, piece_bits)  # checks them
+            geometry(lanes, max_code_len, piece_bits)  # checks them
         self.width = word_bits(lanes)
         super().__init__({
             "i": In(stream.Signature(beat(Coded(max_code_len), lanes))),

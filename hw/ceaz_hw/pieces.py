@@ -36,7 +36,8 @@ from amaranth.lib.wiring import In, Out
 
 from .beats import LANE_COUNTS, Coded, Escape, beat, code_field_bits
 
-__all__ = ["ESCAPE_COUNTS", "Pieces", "count_escapes", "escape_counts", "geometry", "latency"]
+__all__ = ["ESCAPE_COUNTS", "Pieces", "count_escapes", "escape_counts", "geometry", "lane_field",
+           "latency", "registered", "used_length"]
 
 #: The escape classes a chunk's trailer counts, in the order of its fields.
 ESCAPE_COUNTS = (Escape.OUTLIER, Escape.VERBATIM, Escape.FILL)
@@ -54,6 +55,29 @@ def count_escapes(m: Module, x, lanes: int, name: str):
         used = [(j < x.count) & (x.lanes[j].esc == e) for j in range(lanes)]
         m.d.sync += getattr(counts, e.name.lower()).eq(sum(used))
     return counts
+
+
+def used_length(x, j: int):
+    """Lane ``j``'s field length in beat ``x``; a lane at or above ``count`` is empty."""
+    return Mux(j < x.count, x.lanes[j].len, 0)
+
+
+def lane_field(x, j: int, field: int):
+    """Lane ``j``'s field left-aligned in ``field`` bits (zero below its length, whatever
+    ``bits`` holds above it), and its length. Hand-written for the packer's bit-exact
+    concatenation, whole fields or pieces alike."""
+    length = used_length(x, j)
+    return (Cat(Const(0, field), x.lanes[j].bits) >> length)[:field], length
+
+
+def registered(m: Module, values: dict, stage: str) -> dict:
+    """Registered copies of ``values`` (name -> value), named after the stage."""
+    out = {}
+    for name, value in values.items():
+        reg = Signal(value.shape(), name=f"{stage}_{name}")
+        m.d.sync += reg.eq(value)
+        out[name] = reg
+    return out
 
 
 def geometry(lanes: int, max_code_len: int, piece_bits: int) -> tuple[int, int]:
@@ -117,16 +141,14 @@ class Pieces(wiring.Component):
         spare = [Signal(spare_width, name=f"spare{j}") for j in range(lanes)]
         m.d.sync += [x.eq(self.x), valid.eq(self.x_valid)]
         for j in range(lanes):
-            length = Mux(j < self.x.count, self.x.lanes[j].len, 0)
+            length = used_length(self.x, j)
             m.d.sync += spare[j].eq(sum(length <= k * v for k in range(1, per)))
 
         # s2: pieces in their lane's slots, displacements, escape counts.
         disp_width = self.steps
         slots = []
         for j in range(lanes):
-            lane = x.lanes[j]
-            length = Mux(j < x.count, lane.len, 0)
-            aligned = (Cat(Const(0, field), lane.bits) >> length)[:field]
+            aligned, length = lane_field(x, j, field)
             aligned = Cat(Const(0, padded - field), aligned)  # piece 0 in the top bits
             for k in range(per):
                 top = padded - k * v
@@ -155,7 +177,7 @@ class Pieces(wiring.Component):
         m.d.sync += extra.eq((pieces_total - 1) >> (lanes.bit_length() - 1))
         escapes = count_escapes(m, x, lanes, "s2_escapes")
         side = {"valid": valid, "last": x.last, "count": x.count}
-        side = {k: self._register(m, val, f"s2_{k}") for k, val in side.items()}
+        side = registered(m, side, "s2")
         side.update(extra=extra, escapes=escapes)
         for slot in slots:
             slot["disp"] = disp[slot.pop("lane")]
@@ -164,10 +186,9 @@ class Pieces(wiring.Component):
         for stage, first_step in enumerate(range(0, self.steps, 2)):
             for step in range(first_step, min(first_step + 2, self.steps)):
                 slots = self._step(slots, step)
-            slots = [{k: self._register(m, val, f"c{stage}_{i}_{k}") for k, val in s.items()}
-                     for i, s in enumerate(slots)]
+            slots = [registered(m, s, f"c{stage}_{i}") for i, s in enumerate(slots)]
             previous = side
-            side = {k: self._register(m, val, f"c{stage}_{k}") for k, val in side.items()}
+            side = registered(m, side, f"c{stage}")
 
         m.d.comb += [
             self.valid.eq(side["valid"]),
@@ -202,10 +223,3 @@ class Pieces(wiring.Component):
                 "disp": Mux(moves, other["disp"], own["disp"]),
             })
         return out
-
-    @staticmethod
-    def _register(m, value, name):
-        reg = Signal.like(value, name=name) if isinstance(value, Signal) else Signal(
-            value.shape(), name=name)
-        m.d.sync += reg.eq(value)
-        return reg
