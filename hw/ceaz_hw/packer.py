@@ -24,8 +24,9 @@ field is shifted, once, into a window aligned to the output words:
 * two shift stages (coarse, fine) place the field at ``pos mod W`` in a window of ``M`` words.
 
 All of that is gated by one enable, ``~front_valid | room``, where ``room`` is a register
-computed a clock ahead from the accumulator's next state, so the enable is one gate from two
-flops. The accumulator holds ``D = M + 2`` words and ORs each window in at word ``p`` (the
+computed a clock ahead from the accumulator's next state. The enable itself is a register per
+stage (copies computed a clock ahead), so no single net fans out to the whole front. The
+accumulator holds ``D = M + 2`` words and ORs each window in at word ``p`` (the
 first word not yet complete), a word-level select instead of a bit-level shift, and emits the
 oldest complete word per clock. After a chunk's last beat it refuses input until the
 padded payload, the sync offsets and the trailer are out, so each chunk starts on a fresh
@@ -39,7 +40,16 @@ bits, so no beat ends inside a group).
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, Const, EnableInserter, Module, Mux, Signal, unsigned
+from amaranth.hdl import (
+    Cat,
+    Const,
+    DomainRenamer,
+    EnableInserter,
+    Module,
+    Mux,
+    Signal,
+    unsigned,
+)
 from amaranth.lib import data, enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -99,8 +109,11 @@ _Totals = data.StructLayout({
 
 class _Front(wiring.Component):
     """Input register, merge tree, position stage and window shift; every register advances
-    every clock and the parent gates them all with one enable. With ``piece_bits``, the merge
-    tree takes a group of pieces (:mod:`.pieces`) per clock instead of every lane's field."""
+    every clock and the parent gates them with one enable. Each stage's registers are in a
+    clock domain of their own (``stages``, renamed to ``sync`` by the parent), so that the
+    parent can drive each stage's enable from its own copy of the enable register. With
+    ``piece_bits``, the merge tree takes a group of pieces (:mod:`.pieces`) per clock instead of
+    every lane's field."""
 
     def __init__(self, lanes, max_code_len, width, piece_bits=None):
         self.lanes, self.field, self.width = lanes, code_field_bits(max_code_len), width
@@ -112,6 +125,10 @@ class _Front(wiring.Component):
         self.window_words = -(-(width - 1 + self.beat_bits) // width)
         self.pos_bits = (self.field << _COUNT_BITS).bit_length()
         m_words = self.window_words
+        merges = [f"m{k}" for k in range(1, lanes.bit_length())]
+        first = ["s1", "s2"] if piece_bits is None else ["pieces", "g"]
+        #: The stages' clock domains, input first.
+        self.stages = [*first, *merges, "count", "p", "c", "f"]
         super().__init__({
             "x": In(beat(Coded(max_code_len), lanes)),
             "x_valid": In(1),
@@ -121,8 +138,9 @@ class _Front(wiring.Component):
             # Combinational, from the position stage: the parent gates them with the enable.
             "sync_push": Out(1),
             "sync_offset": Out(32),
-            # The last stage.
+            # The last stage, and the valid of the stage before it.
             "valid": Out(1),
+            "pre_valid": Out(1),
             "window": Out(m_words * width),  # word 0 (the first) in the top bits
             "words": Out(range(m_words + 1)),  # words this beat completes
             "last": Out(1),
@@ -134,16 +152,16 @@ class _Front(wiring.Component):
         lanes, field = self.lanes, self.field
         x = Signal.like(self.x)
         valid = Signal()
-        m.d.sync += [x.eq(self.x), valid.eq(self.x_valid)]
+        m.d.s1 += [x.eq(self.x), valid.eq(self.x_valid)]
         vals, lens = [], []
         for j in range(lanes):
             aligned, length = lane_field(x, j, field)
             v, n = Signal(field, name=f"lane{j}_v"), Signal(range(field + 1), name=f"lane{j}_l")
-            m.d.sync += [v.eq(aligned), n.eq(length)]
+            m.d.s2 += [v.eq(aligned), n.eq(length)]
             vals.append(v)
             lens.append(n)
-        side = registered(m, {"valid": valid, "last": x.last, "count": x.count}, "s2")
-        side["escapes"] = count_escapes(m, x, lanes, "s2_escapes")
+        side = registered(m, {"valid": valid, "last": x.last, "count": x.count}, "s2", "s2")
+        side["escapes"] = count_escapes(m, x, lanes, "s2_escapes", "s2")
         return vals, lens, side
 
     def _groups(self, m):
@@ -153,14 +171,14 @@ class _Front(wiring.Component):
         lanes, bits = self.lanes, self.piece_bits
         pieces = Pieces(lanes, self.max_code_len, bits)
         hold = Signal()
-        m.submodules.pieces = EnableInserter(~hold)(pieces)
+        m.submodules.pieces = DomainRenamer("pieces")(EnableInserter(~hold)(pieces))
         m.d.comb += [pieces.x.eq(self.x), pieces.x_valid.eq(self.x_valid), self.hold.eq(hold)]
         group = Signal(range(pieces.per_field))
         # hold is a register, planned a clock ahead from the beat that arrives next.
         with m.If(hold):
-            m.d.sync += [group.eq(group + 1), hold.eq(group + 1 != pieces.extra)]
+            m.d.g += [group.eq(group + 1), hold.eq(group + 1 != pieces.extra)]
         with m.Else():
-            m.d.sync += [group.eq(0), hold.eq(pieces.next_valid & (pieces.next_extra != 0))]
+            m.d.g += [group.eq(0), hold.eq(pieces.next_valid & (pieces.next_extra != 0))]
         vals = [Signal(bits, name=f"g{i}_v") for i in range(lanes)]
         lens = [Signal(range(bits + 1), name=f"g{i}_l") for i in range(lanes)]
         with m.Switch(group):
@@ -168,13 +186,13 @@ class _Front(wiring.Component):
                 with m.Case(g):
                     for i in range(lanes):
                         piece = pieces.pieces[g * lanes + i]
-                        m.d.sync += [vals[i].eq(piece.bits), lens[i].eq(piece.len)]
+                        m.d.g += [vals[i].eq(piece.bits), lens[i].eq(piece.len)]
         first = group == 0
         side = registered(m, {"valid": pieces.valid, "first": first,
                                "last": pieces.last & (group == pieces.extra),
-                               "count": Mux(first, pieces.count, 0)}, "g")
+                               "count": Mux(first, pieces.count, 0)}, "g", "g")
         escapes = Signal(escape_counts(lanes), name="g_escapes")
-        m.d.sync += escapes.eq(Mux(first, pieces.escapes.as_value(), 0))
+        m.d.g += escapes.eq(Mux(first, pieces.escapes.as_value(), 0))
         side["escapes"] = escapes
         return vals, lens, side
 
@@ -195,14 +213,14 @@ class _Front(wiring.Component):
                 a, la, b, lb = vals[k], lens[k], vals[k + 1], lens[k + 1]
                 v = Signal(2 * bw, name=f"m{level}_{k // 2}_v")
                 n = Signal(range(2 * bw + 1), name=f"m{level}_{k // 2}_l")
-                m.d.sync += [
+                m.d[f"m{level}"] += [
                     v.eq(Cat(Const(0, bw), a) | (Cat(Const(0, bw), b) >> la)),
                     n.eq(la + lb),
                 ]
                 nv.append(v)
                 nl.append(n)
             vals, lens, bw = nv, nl, 2 * bw
-            side = registered(m, side, f"m{level}")
+            side = registered(m, side, f"m{level}", f"m{level}")
         value, length = vals[0], lens[0]
 
         # Position stage: the chunk's running counts (registers updated per valid beat).
@@ -231,11 +249,11 @@ class _Front(wiring.Component):
         m.d.comb += wraps.eq(next_phase >= self.sync_interval)
         with m.If(side["valid"]):
             with m.If(side["last"]):
-                m.d.sync += [pos.eq(0), n_values.eq(0), phase.eq(0), n_syncs.eq(0),
-                             phase_zero.eq(1), any_values.eq(0)]
-                m.d.sync += [t.eq(0) for t in totals.values()]
+                m.d.count += [pos.eq(0), n_values.eq(0), phase.eq(0), n_syncs.eq(0),
+                              phase_zero.eq(1), any_values.eq(0)]
+                m.d.count += [t.eq(0) for t in totals.values()]
             with m.Else():
-                m.d.sync += [
+                m.d.count += [
                     pos.eq(pos + length),
                     n_values.eq(n_values + side["count"]),
                     phase.eq(Mux(wraps, 0, next_phase)),
@@ -245,7 +263,7 @@ class _Front(wiring.Component):
                     any_values.eq(any_values | (side["count"] != 0)),
                     n_syncs.eq(n_syncs + sync_here),
                 ]
-                m.d.sync += [totals[e].eq(totals[e] + esc[e]) for e in esc]
+                m.d.count += [totals[e].eq(totals[e] + esc[e]) for e in esc]
         chunk = Signal(_Totals)
         m.d.comb += [
             chunk.n.eq(n_values + side["count"]),
@@ -256,7 +274,7 @@ class _Front(wiring.Component):
             chunk.syncs.eq(n_syncs + sync_here),
         ]
         s = registered(m, {"valid": side["valid"], "last": side["last"], "totals": chunk,
-                            "words": words, "offset": offset, "value": value}, "p")
+                            "words": words, "offset": offset, "value": value}, "p", "p")
 
         # Window shift in two stages: by a multiple of 16, then by 0..15.
         mw = self.window_words * width
@@ -264,9 +282,10 @@ class _Front(wiring.Component):
         coarse = s["offset"][4:]
         s = registered(m, {**{k: s[k] for k in ("valid", "last", "totals", "words")},
                             "fine": s["offset"][:4], "window": (placed >> (coarse * 16))[:mw]},
-                        "c")
+                        "c", "c")
+        m.d.comb += self.pre_valid.eq(s["valid"])
         s = registered(m, {**{k: s[k] for k in ("valid", "last", "totals", "words")},
-                            "window": (s["window"] >> s["fine"])[:mw]}, "f")
+                            "window": (s["window"] >> s["fine"])[:mw]}, "f", "f")
 
         m.d.comb += [
             self.valid.eq(s["valid"]),
@@ -394,25 +413,35 @@ class Packer(wiring.Component):
         base = Signal(range(depth + 1))
         # `room`: the accumulator takes a beat this clock (PAYLOAD, not ending, and room for a
         # whole window judged before this clock's pop). It is a register, computed a clock
-        # ahead from the next state below, so the front's enable (it fans out to every front
-        # register and, as i.ready, into the Huffman lanes' output buffer) is one gate after
-        # two flops. Judging room before the pop holds a beat back a clock only when three
-        # complete words wait, rare at a few bits a value.
+        # ahead from the next state below. Judging room before the pop holds a beat back a
+        # clock only when three complete words wait, rare at a few bits a value.
         room = Signal(init=1)
+        room_next = Signal()
+        m.d.sync += room.eq(room_next)
         m.d.comb += [
             pop.eq((phase == _Phase.PAYLOAD) & (complete != 0) & out_ready),
             base.eq(complete - pop),
             accept.eq(front.valid & room),
         ]
-        enable = Signal()
-        m.d.comb += enable.eq(~front.valid | room)
-        m.submodules.front = EnableInserter(enable)(front)
+        # The front's enable is ~front.valid | room. It reaches every front register, and as
+        # one net it was the four-lane core's worst path (12.1 ns, 10.9 of it routing, at
+        # 6d486b4). So each stage gets its own copy, a register that holds the enable: its next
+        # value, ~(front.valid's next value) | room_next, comes from the registers it stands
+        # for. Each copy reads its own output, so no synthesis tool sees them as one register.
+        copies = {}
+        for stage in front.stages:
+            copy = Signal(init=1, name=f"enable_{stage}", attrs={"keep": 1})
+            m.d.sync += copy.eq(~Mux(copy, front.pre_valid, front.valid) | room_next)
+            copies[stage] = copy
+        m.submodules.front = DomainRenamer({d: "sync" for d in front.stages})(
+            EnableInserter(copies)(front))
+        enable = copies[front.stages[0]]  # by the input
         m.d.comb += [
             front.x.eq(self.i.payload),
             front.x_valid.eq(self.i.valid),
             front.sync_interval.eq(self.sync_interval),
             self.i.ready.eq(enable & ~front.hold),
-            syncs.i.valid.eq(front.sync_push & enable),
+            syncs.i.valid.eq(front.sync_push & copies["count"]),
             syncs.i.payload.eq(front.sync_offset),
         ]
 
@@ -529,6 +558,6 @@ class Packer(wiring.Component):
         # subtraction, the addition and the comparison it was a smoke core's worst path.
         fits_after_pop = complete + arriving + m_words <= depth + 1
         fits_without_pop = complete + arriving + m_words <= depth
-        m.d.sync += room.eq(payload_next & ~ending & ~(accept & front.last)
-                            & Mux(pop, fits_after_pop, fits_without_pop))
+        m.d.comb += room_next.eq(payload_next & ~ending & ~(accept & front.last)
+                                 & Mux(pop, fits_after_pop, fits_without_pop))
         return m

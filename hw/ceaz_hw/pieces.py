@@ -48,12 +48,12 @@ def escape_counts(lanes: int) -> data.StructLayout:
     return data.StructLayout({e.name.lower(): range(lanes + 1) for e in ESCAPE_COUNTS})
 
 
-def count_escapes(m: Module, x, lanes: int, name: str):
+def count_escapes(m: Module, x, lanes: int, name: str, domain: str = "sync"):
     """Registered escape counts of beat ``x`` (a ``beat(Coded, lanes)`` value)."""
     counts = Signal(escape_counts(lanes), name=name)
     for e in ESCAPE_COUNTS:
         used = [(j < x.count) & (x.lanes[j].esc == e) for j in range(lanes)]
-        m.d.sync += getattr(counts, e.name.lower()).eq(sum(used))
+        m.d[domain] += getattr(counts, e.name.lower()).eq(sum(used))
     return counts
 
 
@@ -70,12 +70,12 @@ def lane_field(x, j: int, field: int):
     return (Cat(Const(0, field), x.lanes[j].bits) >> length)[:field], length
 
 
-def registered(m: Module, values: dict, stage: str) -> dict:
+def registered(m: Module, values: dict, stage: str, domain: str = "sync") -> dict:
     """Registered copies of ``values`` (name -> value), named after the stage."""
     out = {}
     for name, value in values.items():
         reg = Signal(value.shape(), name=f"{stage}_{name}")
-        m.d.sync += reg.eq(value)
+        m.d[domain] += reg.eq(value)
         out[name] = reg
     return out
 
