@@ -1,19 +1,25 @@
-"""A two-entry output buffer that lets a deep pipeline stall on a registered enable.
+"""Two-entry buffers that let a deep pipeline stall on a registered enable.
 
 A pipeline whose every register is gated by ``downstream.ready`` has a combinational path from
-the consumer to thousands of flip-flops. Instead, the pipeline advances on ``i.ready`` of this
+the consumer to thousands of flip-flops. Instead, the pipeline advances on ``i.ready`` of a
 buffer, which depends only on the buffer's own fill level (a register), and the buffer absorbs
 the beat that is already on its way when the consumer stops. With two entries a full-rate
 stream passes at one beat per clock.
+
+:class:`ElasticBuffer` hands out its payload straight from a register, so the consumer's
+``o.ready`` selects what every payload register loads. :class:`PointerBuffer` writes each beat
+into one of two slots and hands out the slot a read pointer names: ``o.ready`` only moves the
+pointer and the level, at the cost of a 2:1 select on ``o.payload``. It suits a consumer whose
+ready comes from far away while the payload is wide.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Shape, ShapeCastable, Signal
+from amaranth.hdl import Module, Mux, Shape, ShapeCastable, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ElasticBuffer"]
+__all__ = ["ElasticBuffer", "PointerBuffer"]
 
 
 class ElasticBuffer(wiring.Component):
@@ -65,4 +71,48 @@ class ElasticBuffer(wiring.Component):
                 m.d.sync += head.eq(self.i.payload)
             with m.Else():
                 m.d.sync += tail.eq(self.i.payload)
+        return m
+
+
+class PointerBuffer(wiring.Component):
+    """Two-slot stream buffer whose ``o.ready`` reaches three flip-flops, not the payload.
+
+    Parameters and members as :class:`ElasticBuffer`, except that ``o.payload`` is a select
+    between the two slots by a registered read pointer (``o.valid`` is still a register's
+    function alone).
+    """
+
+    def __init__(self, shape):
+        if not isinstance(shape, ShapeCastable):
+            Shape.cast(shape)  # raises a clear error for anything that is not a shape
+        self._shape = shape
+        super().__init__({
+            "i": In(stream.Signature(shape)),
+            "o": Out(stream.Signature(shape)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+
+        slots = [Signal(self._shape, name=f"slot{k}") for k in range(2)]
+        write = Signal()  # the slot the next push fills
+        read = Signal()  # the slot o.payload shows
+        level = Signal(range(3))
+
+        push = self.i.valid & self.i.ready
+        pop = self.o.valid & self.o.ready
+        m.d.comb += [
+            self.i.ready.eq(level != 2),
+            self.o.valid.eq(level != 0),
+            self.o.payload.eq(Mux(read, slots[1], slots[0])),
+        ]
+        m.d.sync += level.eq(level + push - pop)
+        with m.If(push):
+            m.d.sync += write.eq(~write)
+            with m.If(write):
+                m.d.sync += slots[1].eq(self.i.payload)
+            with m.Else():
+                m.d.sync += slots[0].eq(self.i.payload)
+        with m.If(pop):
+            m.d.sync += read.eq(~read)
         return m

@@ -1,9 +1,10 @@
-"""cocotb bench: ceaz_hw.ramfifo.BlockRAMFIFO against a plain queue.
+"""cocotb bench: the stream queues against a plain queue.
 
-Random words go through under random stalls on both sides and must come out in order; the
-output obeys the stream rule at every clock. With the reader stopped, a writer that ignores
-``i.ready`` for ``capacity`` words must find it high on each of them. With no stalls, one word
-passes per clock.
+The queues are ceaz_hw.ramfifo.BlockRAMFIFO and the two-entry buffers of ceaz_hw.elastic
+(ElasticBuffer and PointerBuffer). Random words go through under random stalls on both sides
+and must come out in order; the output obeys the stream rule at every clock. With the reader
+stopped, a writer that ignores ``i.ready`` for ``capacity`` words must find it high on each of
+them. With no stalls, one word passes per clock.
 """
 
 from __future__ import annotations
@@ -18,11 +19,21 @@ from cocotbext.axi import AxiStreamFrame
 from runner import bench_params, run_bench
 from streams import StreamBench
 
+from ceaz_hw.elastic import ElasticBuffer, PointerBuffer
 from ceaz_hw.ramfifo import BlockRAMFIFO
 
 SEED = int(os.environ.get("CEAZ_SIM_SEED", "1"))
 WIDTH = 32
 TIMEOUT_NS = 1_000_000
+#: Words a two-entry buffer holds.
+BUFFER_CAPACITY = 2
+
+
+def make_queue(queue: str, depth: int | None = None):
+    """The queue under test, by name (the bench's parameters)."""
+    if queue == "ramfifo":
+        return BlockRAMFIFO(WIDTH, depth)
+    return {"elastic": ElasticBuffer, "pointer": PointerBuffer}[queue](WIDTH)
 
 
 class TB(StreamBench):
@@ -30,8 +41,9 @@ class TB(StreamBench):
 
     def __init__(self, dut):
         super().__init__(dut, WIDTH, WIDTH)
-        params = bench_params()
-        self.fifo = BlockRAMFIFO(WIDTH, int(params["depth"]))
+        self.queue = bench_params()["queue"]
+        fifo = make_queue(**bench_params())
+        self.capacity = getattr(fifo, "capacity", BUFFER_CAPACITY)
         self.rng = random.Random(SEED)
         self.words_compared = 0
 
@@ -46,7 +58,7 @@ class TB(StreamBench):
         while True:
             await RisingEdge(dut.clk)
             if int(dut.i__valid.value) and not int(dut.i__ready.value):
-                assert unread >= self.fifo.capacity, f"ready low with {unread} words unread"
+                assert unread >= self.capacity, f"ready low with {unread} words unread"
             unread += int(dut.i__valid.value) and int(dut.i__ready.value)
             unread -= int(dut.o__valid.value) and int(dut.o__ready.value)
 
@@ -69,25 +81,25 @@ class TB(StreamBench):
 
 
 @cocotb.test()
-async def ramfifo_order_under_stalls(dut):
+async def queue_order_under_stalls(dut):
     """Random stalls on both sides, with bursts that fill the FIFO and drain it."""
     tb = TB(dut)
     tb.set_stalls(SEED)
     await tb.reset()
-    for burst in (1, 3, tb.fifo.capacity + 5, 200, 3 * tb.fifo.capacity):
+    for burst in (1, 3, tb.capacity + 5, 200, 3 * tb.capacity):
         await tb.through(tb.words(burst))
-    cocotb.log.info("order_under_stalls: depth %d: %d words in order", tb.fifo.depth,
+    cocotb.log.info("order_under_stalls: %s: %d words in order", tb.queue,
                     tb.words_compared)
 
 
 @cocotb.test()
-async def ramfifo_capacity(dut):
+async def queue_capacity(dut):
     """The reader stops; ``capacity`` words are each taken on the clock they are offered."""
     tb = TB(dut)
     tb.set_stalls(None)
     await tb.reset()
     tb.sink.pause = True
-    words = tb.words(tb.fifo.capacity)
+    words = tb.words(tb.capacity)
     for word in words:  # watch_ready fails the test if one waits for ready
         await tb.source.send(AxiStreamFrame([word]))
     await tb.source.wait()
@@ -96,17 +108,17 @@ async def ramfifo_capacity(dut):
     for k, want in enumerate(words):
         frame = await with_timeout(tb.sink.recv(), TIMEOUT_NS, "ns")
         assert frame.tdata == [want], f"word {k}: got {frame.tdata}, want {want:#x}"
-    cocotb.log.info("capacity: depth %d: %d words held and returned in order", tb.fifo.depth,
+    cocotb.log.info("capacity: %s: %d words held and returned in order", tb.queue,
                     len(words))
 
 
 @cocotb.test()
-async def ramfifo_one_word_per_clock(dut):
+async def queue_one_word_per_clock(dut):
     """No stalls: after the first word's latency, one word per clock on both sides."""
     tb = TB(dut)
     tb.set_stalls(None)
     await tb.reset()
-    n = 2 * tb.fifo.capacity + 50
+    n = 2 * tb.capacity + 50
     clocks, out = 0, 0
 
     async def count():
@@ -120,10 +132,13 @@ async def ramfifo_one_word_per_clock(dut):
     await tb.through(tb.words(n))
     await counting
     assert clocks <= n, f"{n} words left in {clocks} clocks after the first"
-    cocotb.log.info("one_word_per_clock: %d words in %d clocks after the first", n, clocks)
+    cocotb.log.info("one_word_per_clock: %s: %d words in %d clocks after the first", tb.queue, n,
+                    clocks)
 
 
-@pytest.mark.parametrize("depth", [2, 7, 1024])
-def test_ramfifo(depth):
-    run_bench(BlockRAMFIFO, name="ramfifo", params={"width": WIDTH, "depth": depth},
-              test_module=__name__)
+@pytest.mark.parametrize("params", [
+    {"queue": "ramfifo", "depth": 2}, {"queue": "ramfifo", "depth": 7},
+    {"queue": "ramfifo", "depth": 1024}, {"queue": "elastic"}, {"queue": "pointer"},
+], ids=lambda p: "-".join(str(v) for v in p.values()))
+def test_queue(params):
+    run_bench(make_queue, name="queue", params=params, test_module=__name__)
