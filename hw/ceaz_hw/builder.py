@@ -37,8 +37,8 @@ after another, each phase a short pipeline that handles one item per clock:
     exactly like a host ``CB_DATA`` write (``cb_*``), then one commit. This phase waits until
     no earlier commit is pending.
 
-Read-modify-write pipelines register every table output; the bucket counters use read ports
-transparent to the write port, and the depth pass forwards the two items ahead of it. No other
+Read-modify-write pipelines register every table output; the bucket counters forward the
+three items ahead of them from registers, and the depth pass the two ahead of it. No other
 table is read and written in the same clock. Hand-written because it must be bit-exact with
 ``ceaz.huffman``; ``tests/test_builder_dataflow.py`` checks the same
 phases in Python and ``sim/test_builder.py`` checks this RTL against the model.
@@ -269,14 +269,18 @@ class CodebookBuilder(wiring.Component):
                 m.d.sync += clearing.eq(0)
 
         # -- bucket counters: one read-modify-write pipeline per digit -------------------------
-        # Read (address), then the table's output into a register, then write the count + 1.
-        # The output reaches only that register, which has no reset, so the flow makes it the
-        # block RAM's output register (bitstreams/outreg.py): with a transparent read port,
-        # yosys's bypass sat between them and the table's read, routed across the die, was
-        # the full-size worst path. So an item takes the write of the item just ahead
-        # (``forward``) and of the one two ahead (``forward2``: its write lands in the clock
-        # of this item's read) from registers. ``load`` drives every digit's pipeline at
-        # once, ``scatter`` the current digit's.
+        # Read (address), then the table's output into a register, then the count + 1 into a
+        # register, then that written back. The output reaches only that register, which has
+        # no reset, so the flow makes it the block RAM's output register
+        # (bitstreams/outreg.py): with a transparent read port, yosys's bypass sat between
+        # them and the table's read, routed across the die, was the full-size worst path. The
+        # write comes from a register too: the loop from the output register through the
+        # select and the increment into the write data was the one-lane worst path with
+        # nextpnr seed 3 (10.9 ns at 014d8fe). So an item takes the counts of the three items
+        # ahead from registers: the one just ahead (``forward``), the one two ahead
+        # (``forward2``) and the one three ahead (``forward3``: its write lands in the clock of
+        # this item's read). ``load`` drives every digit's pipeline at once, ``scatter`` the
+        # current digit's.
         bump_bucket = [Signal(DIGIT_BITS, name=f"bump_bucket{d}") for d in range(self.digits)]
         bump = [Signal(name=f"bump{d}") for d in range(self.digits)]
         bump_pos = []  # per digit: the count before the increment, in the write stage
@@ -285,28 +289,37 @@ class CodebookBuilder(wiring.Component):
         for d, (rp, cwp) in enumerate(counters):
             got_bucket, got = Signal(DIGIT_BITS, name=f"got_bucket{d}"), Signal(name=f"got{d}")
             put_bucket, put = Signal(DIGIT_BITS, name=f"put_bucket{d}"), Signal(name=f"put{d}")
+            back_bucket = Signal(DIGIT_BITS, name=f"back_bucket{d}")  # written back
+            back = Signal(name=f"back{d}")
             stored = Signal(pos_width, name=f"stored{d}", reset_less=True)
             forward, written = Signal(name=f"forward{d}"), Signal(pos_width, name=f"written{d}")
             # two ahead: decided as this item is read, its value taken a clock later
             forward2_got, forward2 = Signal(name=f"forward2_got{d}"), Signal(name=f"forward2{d}")
+            forward3_got, forward3 = Signal(name=f"forward3_got{d}"), Signal(name=f"forward3{d}")
             written2 = Signal(pos_width, name=f"written2{d}")
+            written3 = Signal(pos_width, name=f"written3{d}")
             pos = Signal(pos_width, name=f"pos{d}")
             m.d.comb += [rp.addr.eq(bump_bucket[d]),
-                         pos.eq(Mux(forward, written, Mux(forward2, written2, stored)))]
+                         pos.eq(Mux(forward, written,
+                                    Mux(forward2, written2, Mux(forward3, written3, stored))))]
             m.d.sync += [
                 got_bucket.eq(bump_bucket[d]), got.eq(bump[d]),
                 put_bucket.eq(got_bucket), put.eq(got),
+                back_bucket.eq(put_bucket), back.eq(put),
                 stored.eq(rp.data),
                 forward.eq(put & got & (put_bucket == got_bucket)),
                 forward2_got.eq(put & bump[d] & (put_bucket == bump_bucket[d])),
                 forward2.eq(forward2_got),
+                forward3_got.eq(back & bump[d] & (back_bucket == bump_bucket[d])),
+                forward3.eq(forward3_got),
+                written3.eq(written2),
                 written2.eq(written),
                 written.eq(pos + 1),
             ]
-            with m.If(put):
-                m.d.comb += [cwp.addr.eq(put_bucket), cwp.data.eq(pos + 1), cwp.en.eq(1)]
+            with m.If(back):
+                m.d.comb += [cwp.addr.eq(back_bucket), cwp.data.eq(written), cwp.en.eq(1)]
             bump_pos.append(pos)
-            bump_busy.append(got | put)
+            bump_busy.append(got | put | back)
             bucket_reads.append(stored)
 
         # Pipeline registers shared by the phases (each phase uses the ones it needs).
