@@ -239,8 +239,9 @@ def _yosys(verilog: str, design: str, netlist: str, work: Path,
 
 
 def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, seed: int,
-               timeout: float) -> dict:
-    """Verilog, Yosys and nextpnr for one configuration; the row of the report."""
+               timeout: float, place: bool = True) -> dict:
+    """Verilog, Yosys and nextpnr for one configuration; the row of the report. With
+    ``place=False`` nextpnr only packs: the row has the resources and no Fmax."""
     commit = source_commit()  # before elaborating: the sources may change during a long run
     verilog_path = write_verilog(config, design, out)
     work = verilog_path.parent
@@ -268,6 +269,9 @@ def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, s
         # Too large for the device: the row says so, with what it would need.
         row.update({"resources": resources, "fmax_mhz": None, "gbytes_per_s": None,
                     "fits": False, "critical_path": {}})
+    elif not place:
+        row.update({"resources": resources, "fmax_mhz": None, "gbytes_per_s": None,
+                    "fits": True, "placed": False, "critical_path": {}})
     else:
         _run([*nextpnr, "--freq", str(freq), "--seed", str(seed), "--timing-allow-fail",
               "--report", "report.json"], work / "nextpnr.log", work, timeout)
@@ -303,6 +307,11 @@ def _percent(resource: dict) -> float:
     return 100.0 * resource["used"] / resource["available"] if resource["available"] else 0.0
 
 
+def _unplaced(row: dict) -> str:
+    """Why a row has no Fmax: too large for the device, or only packed (``--pack-only``)."""
+    return "does not fit" if not row.get("fits", False) else "packed only, not placed"
+
+
 def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
     """The table of ``synth.md``, with the commands and tool versions behind it."""
     header = ["design", "config", "N", "R", "max_plane", *RESOURCES.values(), "Fmax (MHz)",
@@ -322,8 +331,8 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
         for label in RESOURCES.values():
             res = row["resources"][label]
             cells.append(f"{res['used']} / {res['available']} ({_percent(res):.1f}%)")
-        if row.get("fmax_mhz") is None:  # did not fit the device
-            cells += ["does not fit", "-"]
+        if row.get("fmax_mhz") is None:
+            cells += [_unplaced(row), "-"]
         else:
             cells += [f"{row['fmax_mhz']:.1f}", f"{row['gbytes_per_s']:.3f}"]
         cells.append(f"{row['seconds']['yosys']:.0f} + {row['seconds']['nextpnr']:.0f}")
@@ -343,7 +352,7 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
             name += f" [{row['multiplier_output_registers']} multipliers with their output " \
                 "register: outreg.py]"
         if row.get("fmax_mhz") is None:
-            lines.append(f"- {name}: not placed (does not fit)")
+            lines.append(f"- {name}: not placed ({_unplaced(row)})")
             continue
         where = ", ".join(cp.get("sources", [])) or "n/a"
         lines.append(f"- {name}: {cp.get('delay_ns', 'n/a')} ns, "
@@ -431,6 +440,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=1, help="nextpnr seed (default: 1)")
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="seconds allowed per tool run (default: 3600)")
+    parser.add_argument("--pack-only", action="store_true",
+                        help="stop nextpnr after packing: resources without Fmax (placing "
+                             "the larger configurations takes hours)")
     return parser
 
 
@@ -469,7 +481,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.design} {config.name}: synthesising ...", flush=True)
         try:
             row = synthesise(config, args.design, out, freq=args.freq, seed=args.seed,
-                             timeout=args.timeout)
+                             timeout=args.timeout, place=not args.pack_only)
         except ImportError as exc:
             print(f"error: design {args.design!r} cannot be built yet: {exc}", file=sys.stderr)
             return 1
@@ -480,7 +492,7 @@ def main(argv: list[str] | None = None) -> int:
         row["command"] = command
         rows.append(row)
         res = row["resources"]
-        speed = ("does not fit the device" if row["fmax_mhz"] is None else
+        speed = (_unplaced(row) if row["fmax_mhz"] is None else
                  f"Fmax {row['fmax_mhz']:.1f} MHz, {row['gbytes_per_s']:.3f} GB/s")
         print(f"{args.design} {config.name}: "
               + ", ".join(f"{k} {v['used']}/{v['available']}" for k, v in res.items())

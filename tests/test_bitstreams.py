@@ -148,6 +148,22 @@ def test_a_design_too_large_is_reported_not_lost(tmp_path):
     assert (tmp_path / "synth.png").stat().st_size > 0
 
 
+def test_a_packed_only_row_says_it_was_not_placed(tmp_path):
+    """``--pack-only`` rows have resources and no Fmax; the table must not call them too
+    large for the device."""
+    flow = _load("flow")
+    resources = {label: {"used": 10, "available": 100} for label in flow.RESOURCES.values()}
+    row = {"design": "top", "config": "lanes8", "lanes": 8, "radius": 512, "max_plane": 16384,
+           "resources": resources, "fmax_mhz": None, "gbytes_per_s": None, "fits": True,
+           "placed": False, "critical_path": {}, "seconds": {"yosys": 1.0, "nextpnr": 2.0},
+           "command": "x"}
+    flow.write_reports([row], {"tools": {}, "seed": 1, "freq": 200.0}, tmp_path)
+    table = (tmp_path / "synth.md").read_text()
+    assert "| packed only, not placed | - |" in table
+    assert "does not fit" not in table
+    assert flow._parser().parse_args(["synth", "--pack-only"]).pack_only
+
+
 def test_units_are_named_after_the_registers_their_logic_feeds(tmp_path):
     """The per-unit breakdown: dotted prefixes give the unit, a carry cell counts as two LUT4,
     generated names are kept apart, and the markdown lists the units and the commit."""
