@@ -22,7 +22,30 @@ from amaranth.lib.wiring import In, Out
 __all__ = ["ElasticBuffer", "PointerBuffer"]
 
 
-class ElasticBuffer(wiring.Component):
+class _TwoEntries(wiring.Component):
+    """The ports and the level of both buffers: ``i.ready`` while an entry is free,
+    ``o.valid`` while one is full."""
+
+    def __init__(self, shape):
+        if not isinstance(shape, ShapeCastable):
+            Shape.cast(shape)  # raises a clear error for anything that is not a shape
+        self._shape = shape
+        super().__init__({
+            "i": In(stream.Signature(shape)),
+            "o": Out(stream.Signature(shape)),
+        })
+
+    def _level(self, m):
+        """The fill level (a register) and this clock's push and pop."""
+        level = Signal(range(3))
+        push = self.i.valid & self.i.ready
+        pop = self.o.valid & self.o.ready
+        m.d.comb += [self.i.ready.eq(level != 2), self.o.valid.eq(level != 0)]
+        m.d.sync += level.eq(level + push - pop)
+        return level, push, pop
+
+
+class ElasticBuffer(_TwoEntries):
     """Two-entry stream buffer with registered outputs and a level-only ``i.ready``.
 
     Parameters
@@ -39,30 +62,13 @@ class ElasticBuffer(wiring.Component):
         ``o.valid`` and ``o.payload`` come straight from registers.
     """
 
-    def __init__(self, shape):
-        if not isinstance(shape, ShapeCastable):
-            Shape.cast(shape)  # raises a clear error for anything that is not a shape
-        self._shape = shape
-        super().__init__({
-            "i": In(stream.Signature(shape)),
-            "o": Out(stream.Signature(shape)),
-        })
-
     def elaborate(self, platform):
         m = Module()
 
         head = Signal(self._shape, name="head")
         tail = Signal(self._shape, name="tail")
-        level = Signal(range(3))
-
-        push = self.i.valid & self.i.ready
-        pop = self.o.valid & self.o.ready
-        m.d.comb += [
-            self.i.ready.eq(level != 2),
-            self.o.valid.eq(level != 0),
-            self.o.payload.eq(head),
-        ]
-        m.d.sync += level.eq(level + push - pop)
+        level, push, pop = self._level(m)
+        m.d.comb += self.o.payload.eq(head)
         with m.If(pop):
             m.d.sync += head.eq(tail)
         with m.If(push):
@@ -74,7 +80,7 @@ class ElasticBuffer(wiring.Component):
         return m
 
 
-class PointerBuffer(wiring.Component):
+class PointerBuffer(_TwoEntries):
     """Two-slot stream buffer whose ``o.ready`` reaches three flip-flops, not the payload.
 
     Parameters and members as :class:`ElasticBuffer`, except that ``o.payload`` is a select
@@ -82,31 +88,14 @@ class PointerBuffer(wiring.Component):
     function alone).
     """
 
-    def __init__(self, shape):
-        if not isinstance(shape, ShapeCastable):
-            Shape.cast(shape)  # raises a clear error for anything that is not a shape
-        self._shape = shape
-        super().__init__({
-            "i": In(stream.Signature(shape)),
-            "o": Out(stream.Signature(shape)),
-        })
-
     def elaborate(self, platform):
         m = Module()
 
         slots = [Signal(self._shape, name=f"slot{k}") for k in range(2)]
         write = Signal()  # the slot the next push fills
         read = Signal()  # the slot o.payload shows
-        level = Signal(range(3))
-
-        push = self.i.valid & self.i.ready
-        pop = self.o.valid & self.o.ready
-        m.d.comb += [
-            self.i.ready.eq(level != 2),
-            self.o.valid.eq(level != 0),
-            self.o.payload.eq(Mux(read, slots[1], slots[0])),
-        ]
-        m.d.sync += level.eq(level + push - pop)
+        _, push, pop = self._level(m)
+        m.d.comb += self.o.payload.eq(Mux(read, slots[1], slots[0]))
         with m.If(push):
             m.d.sync += write.eq(~write)
             with m.If(write):
