@@ -283,7 +283,7 @@ class CodebookBuilder(wiring.Component):
         # current digit's.
         bump_bucket = [Signal(DIGIT_BITS, name=f"bump_bucket{d}") for d in range(self.digits)]
         bump = [Signal(name=f"bump{d}") for d in range(self.digits)]
-        bump_pos = []  # per digit: the count before the increment, in the write stage
+        bump_pos = []  # per digit: the count before the increment, registered
         bump_busy = []  # per digit: items in flight
         bucket_reads = []  # per digit: the table's output register
         for d, (rp, cwp) in enumerate(counters):
@@ -318,7 +318,12 @@ class CodebookBuilder(wiring.Component):
             ]
             with m.If(back):
                 m.d.comb += [cwp.addr.eq(back_bucket), cwp.data.eq(written), cwp.en.eq(1)]
-            bump_pos.append(pos)
+            # The element's slot goes through a register too: from the counters' output
+            # register through the select into the element table's write address (far
+            # across the die) was the two-lane worst path at de8c729 (11.4 ns).
+            slot = Signal(pos_width, name=f"slot{d}")
+            m.d.sync += slot.eq(pos)
+            bump_pos.append(slot)
             bump_busy.append(got | put | back)
             bucket_reads.append(stored)
 
@@ -327,7 +332,8 @@ class CodebookBuilder(wiring.Component):
         # Both tables' reads; no reset, so that the synthesis flow makes them the block RAMs'
         # output registers (bitstreams/outreg.py).
         s1_raw = [Signal(sw + ww, name=f"s1_raw{k}", reset_less=True) for k in range(2)]
-        s2_elem, s3_elem, s4_elem = (Signal(sw + ww, name=f"s{k}_elem") for k in (2, 3, 4))
+        s2_elem, s3_elem, s4_elem, s5_elem = (Signal(sw + ww, name=f"s{k}_elem")
+                                              for k in (2, 3, 4, 5))
         # The depth pass's parent, node and root flag in its later stages, its last write.
         s2_parent, s3_parent, s4_parent = (Signal(sw, name=f"s{k}_parent") for k in (2, 3, 4))
         s3_idx, s4_idx, last_idx, prev_idx = (Signal.like(idx) for _ in range(4))
@@ -388,7 +394,8 @@ class CodebookBuilder(wiring.Component):
             with m.State("SCATTER"):
                 issue = issue_until(n)
                 # 0: read the source slot; 1: register it; 2: the source picked, registered;
-                # read its bucket's offset; 3: register that; 4: write the element there and
+                # read its bucket's offset; 3: register that; 4: the offset + 1 into a
+                # register, the offset into another; 5: write the element at the offset and
                 # the offset + 1 back.
                 m.d.comb += [elem[0][0].addr.eq(idx), elem[1][0].addr.eq(idx)]
                 # Both tables' outputs are registered, then the source picked and registered:
@@ -396,7 +403,8 @@ class CodebookBuilder(wiring.Component):
                 # (at full size the tables sit far apart).
                 s1_elem = Mux(src, s1_raw[1], s1_raw[0])
                 m.d.sync += [s1_raw[k].eq(elem[k][0].data) for k in range(2)]
-                m.d.sync += [s2_elem.eq(s1_elem), s3_elem.eq(s2_elem), s4_elem.eq(s3_elem)]
+                m.d.sync += [s2_elem.eq(s1_elem), s3_elem.eq(s2_elem), s4_elem.eq(s3_elem),
+                             s5_elem.eq(s4_elem)]
                 with m.Switch(digit):
                     for d in range(self.digits):
                         with m.Case(d):
@@ -406,8 +414,8 @@ class CodebookBuilder(wiring.Component):
                                 dst_wp = elem[k][-1]
                                 with m.If(src != k):
                                     m.d.comb += [dst_wp.addr.eq(bump_pos[d]),
-                                                 dst_wp.data.eq(s4_elem), dst_wp.en.eq(pipe[4])]
-                m.d.sync += pipe.eq(Cat(issue, pipe[:4]))
+                                                 dst_wp.data.eq(s5_elem), dst_wp.en.eq(pipe[5])]
+                m.d.sync += pipe.eq(Cat(issue, pipe[:5]))
                 with m.If(~issue & (pipe == 0)):
                     m.d.sync += [idx.eq(0), issuing.eq(1), pipe.eq(0), src.eq(~src),
                                  digit.eq(digit + 1)]
