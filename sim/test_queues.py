@@ -25,8 +25,6 @@ from ceaz_hw.ramfifo import BlockRAMFIFO
 SEED = int(os.environ.get("CEAZ_SIM_SEED", "1"))
 WIDTH = 32
 TIMEOUT_NS = 1_000_000
-#: Words a two-entry buffer holds.
-BUFFER_CAPACITY = 2
 
 
 def make_queue(queue: str, depth: int | None = None):
@@ -41,9 +39,9 @@ class TB(StreamBench):
 
     def __init__(self, dut):
         super().__init__(dut, WIDTH, WIDTH)
-        self.queue = bench_params()["queue"]
-        fifo = make_queue(**bench_params())
-        self.capacity = getattr(fifo, "capacity", BUFFER_CAPACITY)
+        params = bench_params()
+        self.queue = params["queue"]
+        self.capacity = make_queue(**params).capacity
         self.rng = random.Random(SEED)
         self.words_compared = 0
 

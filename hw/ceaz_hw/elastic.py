@@ -26,6 +26,9 @@ class _TwoEntries(wiring.Component):
     """The ports and the level of both buffers: ``i.ready`` while an entry is free,
     ``o.valid`` while one is full."""
 
+    #: Beats the buffer holds (as ``BlockRAMFIFO.capacity``).
+    capacity = 2
+
     def __init__(self, shape):
         if not isinstance(shape, ShapeCastable):
             Shape.cast(shape)  # raises a clear error for anything that is not a shape
