@@ -4,7 +4,8 @@ The queues are ceaz_hw.ramfifo.BlockRAMFIFO and the two-entry buffers of ceaz_hw
 (ElasticBuffer and PointerBuffer). Random words go through under random stalls on both sides
 and must come out in order; the output obeys the stream rule at every clock. With the reader
 stopped, a writer that ignores ``i.ready`` for ``capacity`` words must find it high on each of
-them. With no stalls, one word passes per clock.
+them. With no stalls, one word passes per clock. A buffer's copies of ``i.ready`` equal it
+in every clock.
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import random
 
 import cocotb
 import pytest
+from amaranth.hdl import Cat, Module
+from amaranth.lib import wiring
+from amaranth.lib.wiring import Out
 from cocotb.triggers import ClockCycles, RisingEdge, with_timeout
 from cocotbext.axi import AxiStreamFrame
 from runner import bench_params, run_bench
@@ -27,11 +31,33 @@ WIDTH = 32
 TIMEOUT_NS = 1_000_000
 
 
-def make_queue(queue: str, depth: int | None = None):
+class _CopiesShown(wiring.Component):
+    """A two-entry buffer with its ``ready_copies`` as a port, for the bench to compare."""
+
+    def __init__(self, buffer):
+        self.buffer = buffer
+        self.capacity = buffer.capacity
+        super().__init__({
+            **buffer.signature.members,
+            "ready_copies": Out(len(buffer.ready_copies)),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.buffer = self.buffer
+        wiring.connect(m, wiring.flipped(self.i), self.buffer.i)
+        wiring.connect(m, self.buffer.o, wiring.flipped(self.o))
+        m.d.comb += self.ready_copies.eq(Cat(self.buffer.ready_copies))
+        return m
+
+
+def make_queue(queue: str, depth: int | None = None, ready_copies: int = 0):
     """The queue under test, by name (the bench's parameters)."""
     if queue == "ramfifo":
         return BlockRAMFIFO(WIDTH, depth)
-    return {"elastic": ElasticBuffer, "pointer": PointerBuffer}[queue](WIDTH)
+    buffer = {"elastic": ElasticBuffer, "pointer": PointerBuffer}[queue](
+        WIDTH, ready_copies=ready_copies)
+    return _CopiesShown(buffer) if ready_copies else buffer
 
 
 class TB(StreamBench):
@@ -42,6 +68,7 @@ class TB(StreamBench):
         params = bench_params()
         self.queue = params["queue"]
         self.capacity = make_queue(**params).capacity
+        self.ready_copies = params.get("ready_copies", 0)
         self.rng = random.Random(SEED)
         self.words_compared = 0
 
@@ -51,10 +78,16 @@ class TB(StreamBench):
         cocotb.start_soon(self.watch_ready())
 
     async def watch_ready(self) -> None:
-        """``i.ready`` may be low only while ``capacity`` words or more are unread."""
+        """``i.ready`` may be low only while ``capacity`` words or more are unread, and its
+        copies equal it."""
         dut, unread = self.dut, 0
         while True:
             await RisingEdge(dut.clk)
+            if self.ready_copies:
+                ready = int(dut.i__ready.value)
+                copies = int(dut.ready_copies.value)
+                assert copies == ready * ((1 << self.ready_copies) - 1), (
+                    f"ready copies {copies:#b}, ready {ready}")
             if int(dut.i__valid.value) and not int(dut.i__ready.value):
                 assert unread >= self.capacity, f"ready low with {unread} words unread"
             unread += int(dut.i__valid.value) and int(dut.i__ready.value)
@@ -137,6 +170,7 @@ async def queue_one_word_per_clock(dut):
 @pytest.mark.parametrize("params", [
     {"queue": "ramfifo", "depth": 2}, {"queue": "ramfifo", "depth": 7},
     {"queue": "ramfifo", "depth": 1024}, {"queue": "elastic"}, {"queue": "pointer"},
+    {"queue": "elastic", "ready_copies": 3},
 ], ids=lambda p: "-".join(str(v) for v in p.values()))
 def test_queue(params):
     run_bench(make_queue, name="queue", params=params, test_module=__name__)

@@ -44,13 +44,25 @@ remainders), then loads the counters.
 Pipeline
 --------
 As in the quantizer, every register (and the memories' ports) shares one clock enable: the
-level-only ``i.ready`` of the :class:`~ceaz_hw.elastic.ElasticBuffer` at the output. A beat
+level-only ``i.ready`` of the :class:`~ceaz_hw.elastic.ElasticBuffer` at the output, which
+gives each memory bank a register copy of it. A beat
 passes six register stages, the two delays' read stages and the buffer: :func:`latency`
 clocks, 11 with two single-bank delays (``Predictor.LATENCY``)."""
 
 from __future__ import annotations
 
-from amaranth.hdl import Array, Cat, Const, EnableInserter, Module, Mux, Signal, signed, unsigned
+from amaranth.hdl import (
+    Array,
+    Cat,
+    Const,
+    DomainRenamer,
+    EnableInserter,
+    Module,
+    Mux,
+    Signal,
+    signed,
+    unsigned,
+)
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -82,10 +94,10 @@ def delay_depth(max_delay: int, lanes: int) -> int:
     return max(max_delay // lanes, 2)
 
 
-def _reg(m, value, name, shape=None, reset_less=False):
+def _reg(m, value, name, shape=None, reset_less=False, domain="sync"):
     """A register holding ``value`` (advancing with the parent's enable)."""
     sig = Signal(shape if shape is not None else value.shape(), name=name, reset_less=reset_less)
-    m.d.sync += sig.eq(value)
+    m.d[domain] += sig.eq(value)
     return sig
 
 
@@ -123,6 +135,14 @@ def _rotate(lo, hi, b, lanes):
         window = window[:step] + [Mux(b[k], window[i - step], window[i])
                                   for i in range(step, 2 * lanes)]
     return window[lanes:]
+
+
+def _bank_domains(name: str, depth: int) -> list[str]:
+    """One clock domain per bank of a delay memory (renamed to ``sync`` by the parent), for
+    its ports and the registers at its ports: the parent gates each with its own copy of the
+    enable, next to that bank (one enable net to the block RAMs across the die was the
+    two-lane worst path at 90432ca, 10.5 ns)."""
+    return [f"{name}_bank{b}" for b in range(-(-depth // _BANK))]
 
 
 def _bank_levels(depth: int) -> int:
@@ -170,7 +190,8 @@ class _Delay:
 
     def __init__(self, m, name, lanes, width, depth):
         self.m, self.name, self.lanes, self.width, self.depth = m, name, lanes, width, depth
-        self.banks = -(-depth // _BANK)
+        self.domains = _bank_domains(name, depth)
+        self.banks = len(self.domains)
         self.layout = data.ArrayLayout(signed(width), lanes)
         self.mems = []
         for b in range(self.banks):
@@ -182,7 +203,8 @@ class _Delay:
                          attrs={"no_rw_check": 1})
             m.submodules[f"{name}_mem{b}"] = mem
             self.mems.append(mem)
-        self.rds = [mem.read_port() for mem in self.mems]  # data arrives with the next stage
+        # Data arrives with the next stage.
+        self.rds = [mem.read_port(domain=d) for mem, d in zip(self.mems, self.domains, strict=True)]
 
     def _next(self, addr):
         return Mux(addr == self.depth - 1, 0, addr + 1)
@@ -212,8 +234,8 @@ class _Delay:
         # The block RAM stage, then registers per bank (two before a select, the first one
         # next to its block RAM): the bank number follows. The first has no reset, so the
         # synthesis flow makes it the block RAM's own output register (bitstreams/outreg.py).
-        beats = [_reg(m, rd.data, f"{self.name}_bank{b}", self.layout, reset_less=True)
-                 for b, rd in enumerate(self.rds)]
+        beats = [_reg(m, rd.data, f"{self.name}_bank{b}", self.layout, reset_less=True, domain=d)
+                 for b, (rd, d) in enumerate(zip(self.rds, self.domains, strict=True))]
         if self.banks > 1:
             sel = _reg(m, bank, f"{self.name}_sel_ram")
             for stage in ("near", "bank"):
@@ -243,10 +265,10 @@ class _Delay:
         m.d.sync += write_addr.eq(upcoming)
         bank_ahead, _ = self._split(upcoming)
         _, local = self._split(write_addr)
-        for b, mem in enumerate(self.mems):
-            wr = mem.write_port()
+        for b, (mem, domain) in enumerate(zip(self.mems, self.domains, strict=True)):
+            wr = mem.write_port(domain=domain)
             enable = Signal(name=f"{self.name}_write_en{b}")
-            m.d.sync += enable.eq(ahead_valid & (bank_ahead == b))
+            m.d[domain] += enable.eq(ahead_valid & (bank_ahead == b))
             m.d.comb += [wr.addr.eq(local), wr.data.eq(Cat(values)), wr.en.eq(enable)]
 
     def rotate_stage(self, values, valid, near, one_back):
@@ -277,12 +299,14 @@ def _delay_layout(lanes, depth):
 
 class _Core(wiring.Component):
     """Counters, configuration chain and datapath; every register advances every clock (the
-    parent gates them all with one enable)."""
+    parent gates them with one enable, through a copy of it for each of :attr:`bank_domains`)."""
 
     def __init__(self, lanes, line_depth, plane_depth):
         self._lanes = lanes
         self._line_depth = line_depth
         self._plane_depth = plane_depth
+        self.bank_domains = [*_bank_domains("plane", plane_depth),
+                             *_bank_domains("line", line_depth)]
         super().__init__({
             "cx": In(BOX_BITS),
             "cy": In(BOX_BITS),
@@ -529,9 +553,13 @@ class Predictor(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.buffer = buffer = ElasticBuffer(beat(Residual, self._lanes))
+        core = _Core(self._lanes, self.line_depth, self.plane_depth)
+        domains = core.bank_domains
+        m.submodules.buffer = buffer = ElasticBuffer(beat(Residual, self._lanes),
+                                                     ready_copies=len(domains))
         enable = buffer.i.ready
-        core = EnableInserter(enable)(_Core(self._lanes, self.line_depth, self.plane_depth))
+        enables = {"sync": enable, **dict(zip(domains, buffer.ready_copies, strict=True))}
+        core = DomainRenamer({d: "sync" for d in domains})(EnableInserter(enables)(core))
         m.submodules.core = core
         ready = Signal()
         m.d.comb += [
