@@ -67,6 +67,7 @@ from .pieces import (
     geometry,
     lane_field,
     registered,
+    used_length,
 )
 from .pieces import latency as pieces_latency
 from .ramfifo import BlockRAMFIFO
@@ -152,12 +153,14 @@ class _Front(wiring.Component):
         lanes, field = self.lanes, self.field
         x = Signal.like(self.x)
         valid = Signal()
+        used = [Signal(range(field + 1), name=f"used{j}") for j in range(lanes)]
         m.d.s1 += [x.eq(self.x), valid.eq(self.x_valid)]
+        m.d.s1 += [u.eq(used_length(self.x, j)) for j, u in enumerate(used)]
         vals, lens = [], []
         for j in range(lanes):
-            aligned, length = lane_field(x, j, field)
+            aligned = lane_field(x.lanes[j].bits, used[j], field)
             v, n = Signal(field, name=f"lane{j}_v"), Signal(range(field + 1), name=f"lane{j}_l")
-            m.d.s2 += [v.eq(aligned), n.eq(length)]
+            m.d.s2 += [v.eq(aligned), n.eq(used[j])]
             vals.append(v)
             lens.append(n)
         side = registered(m, {"valid": valid, "last": x.last, "count": x.count}, "s2", "s2")

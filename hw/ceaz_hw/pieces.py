@@ -62,12 +62,13 @@ def used_length(x, j: int):
     return Mux(j < x.count, x.lanes[j].len, 0)
 
 
-def lane_field(x, j: int, field: int):
-    """Lane ``j``'s field left-aligned in ``field`` bits (zero below its length, whatever
-    ``bits`` holds above it), and its length. Hand-written for the packer's bit-exact
-    concatenation, whole fields or pieces alike."""
-    length = used_length(x, j)
-    return (Cat(Const(0, field), x.lanes[j].bits) >> length)[:field], length
+def lane_field(bits, length, field: int):
+    """A lane's ``bits`` as a field left-aligned in ``field`` bits (zero below ``length``,
+    whatever ``bits`` holds above it). Hand-written for the packer's bit-exact concatenation,
+    whole fields or pieces alike. The callers register ``length`` (:func:`used_length`) a
+    stage ahead: with the count comparison in front of the shift, it was the four-lane core's
+    worst path at 52761dd (10.2 ns)."""
+    return (Cat(Const(0, field), bits) >> length)[:field]
 
 
 def registered(m: Module, values: dict, stage: str, domain: str = "sync") -> dict:
@@ -139,16 +140,19 @@ class Pieces(wiring.Component):
         valid = Signal()
         spare_width = (per - 1).bit_length()
         spare = [Signal(spare_width, name=f"spare{j}") for j in range(lanes)]
+        used = [Signal(range(field + 1), name=f"used{j}") for j in range(lanes)]
         m.d.sync += [x.eq(self.x), valid.eq(self.x_valid)]
         for j in range(lanes):
             length = used_length(self.x, j)
-            m.d.sync += spare[j].eq(sum(length <= k * v for k in range(1, per)))
+            m.d.sync += [spare[j].eq(sum(length <= k * v for k in range(1, per))),
+                         used[j].eq(length)]
 
         # s2: pieces in their lane's slots, displacements, escape counts.
         disp_width = self.steps
         slots = []
         for j in range(lanes):
-            aligned, length = lane_field(x, j, field)
+            length = used[j]
+            aligned = lane_field(x.lanes[j].bits, length, field)
             aligned = Cat(Const(0, padded - field), aligned)  # piece 0 in the top bits
             for k in range(per):
                 top = padded - k * v
