@@ -15,11 +15,20 @@ ready comes from far away while the payload is wide.
 
 from __future__ import annotations
 
-from amaranth.hdl import Module, Mux, Shape, ShapeCastable, Signal
+from amaranth.hdl import DomainRenamer, EnableInserter, Module, Mux, Shape, ShapeCastable, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ElasticBuffer", "PointerBuffer"]
+__all__ = ["ElasticBuffer", "PointerBuffer", "advance_on"]
+
+
+def advance_on(elaboratable, enables):
+    """``elaboratable`` with the registers of each clock domain in ``enables`` (name -> enable)
+    gated by its enable, and every domain but ``sync`` renamed to ``sync``: parts of one
+    pipeline, each in a domain of its own, advance on their own copy of its enable (for
+    example a buffer's :attr:`~_TwoEntries.ready_copies`)."""
+    return DomainRenamer({d: "sync" for d in enables if d != "sync"})(
+        EnableInserter(enables)(elaboratable))
 
 
 class _TwoEntries(wiring.Component):

@@ -58,7 +58,7 @@ from ceaz.regmap import TRAILER_MAGIC
 
 from .beats import LANE_COUNTS, Coded, Escape, beat, code_field_bits
 from .crc import StreamCRC
-from .elastic import ElasticBuffer
+from .elastic import ElasticBuffer, advance_on
 from .pieces import (
     ESCAPE_COUNTS,
     Pieces,
@@ -436,8 +436,7 @@ class Packer(wiring.Component):
             copy = Signal(init=1, name=f"enable_{stage}", attrs={"keep": 1})
             m.d.sync += copy.eq(~Mux(copy, front.pre_valid, front.valid) | room_next)
             copies[stage] = copy
-        m.submodules.front = DomainRenamer({d: "sync" for d in front.stages})(
-            EnableInserter(copies)(front))
+        m.submodules.front = advance_on(front, copies)
         enable = copies[front.stages[0]]  # by the input
         m.d.comb += [
             front.x.eq(self.i.payload),

@@ -51,24 +51,13 @@ clocks, 11 with two single-bank delays (``Predictor.LATENCY``)."""
 
 from __future__ import annotations
 
-from amaranth.hdl import (
-    Array,
-    Cat,
-    Const,
-    DomainRenamer,
-    EnableInserter,
-    Module,
-    Mux,
-    Signal,
-    signed,
-    unsigned,
-)
+from amaranth.hdl import Array, Cat, Const, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .beats import LANE_COUNTS, Q_BITS, Kind, Prequantized, Residual, beat
-from .elastic import ElasticBuffer
+from .elastic import ElasticBuffer, advance_on
 
 __all__ = ["INIT_CLOCKS", "Predictor", "delay_depth", "latency", "read_stages"]
 
@@ -558,8 +547,8 @@ class Predictor(wiring.Component):
         m.submodules.buffer = buffer = ElasticBuffer(beat(Residual, self._lanes),
                                                      ready_copies=len(domains))
         enable = buffer.i.ready
-        enables = {"sync": enable, **dict(zip(domains, buffer.ready_copies, strict=True))}
-        core = DomainRenamer({d: "sync" for d in domains})(EnableInserter(enables)(core))
+        core = advance_on(core, {"sync": enable,
+                                 **dict(zip(domains, buffer.ready_copies, strict=True))})
         m.submodules.core = core
         ready = Signal()
         m.d.comb += [

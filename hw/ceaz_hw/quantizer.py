@@ -50,23 +50,13 @@ of a chunk and kept constant during it; they are decoded once into registers.
 
 from __future__ import annotations
 
-from amaranth.hdl import (
-    Cat,
-    Const,
-    DomainRenamer,
-    EnableInserter,
-    Module,
-    Mux,
-    Signal,
-    signed,
-    unsigned,
-)
+from amaranth.hdl import Cat, Const, DomainRenamer, Module, Mux, Signal, signed, unsigned
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 # Kind, Prequantized, Q_BITS and LANE_COUNTS are re-exported for the quantizer's users.
 from .beats import LANE_COUNTS, Q_BITS, Kind, Prequantized, beat
-from .elastic import PointerBuffer
+from .elastic import PointerBuffer, advance_on
 
 __all__ = [
     "CONFIG_LATENCY",
@@ -452,9 +442,8 @@ class Quantizer(wiring.Component):
                                                      ready_copies=len(domains) + 1)
         *lane_enables, input_ready = buffer.ready_copies
         enable = buffer.i.ready
-        enables = {"sync": enable, **dict(zip(domains, lane_enables, strict=True))}
-        datapath = DomainRenamer({d: "sync" for d in domains})(EnableInserter(enables)(datapath))
-        m.submodules.datapath = datapath
+        m.submodules.datapath = datapath = advance_on(
+            datapath, {"sync": enable, **dict(zip(domains, lane_enables, strict=True))})
         wiring.connect(m, decoded, datapath.cfg)
         m.d.comb += [
             datapath.x.eq(self.i.payload),
