@@ -11,13 +11,17 @@ Delays
 ------
 A difference at distance ``d`` (``cx`` for a row, ``cy * cx`` for a plane) needs value
 ``i - d`` for value ``i``. With ``d = a N + b`` (N lanes), lane ``j`` of beat ``k`` takes lane
-``j - b`` of beat ``k - a`` if ``j >= b``, else lane ``j - b + N`` of beat ``k - a - 1``: a
-rotation of two consecutive delayed beats. Beats go into a memory of ``floor(max / N)``
-beats (``max`` = ``max_line`` or ``max_plane``) and are read back ``a`` beats later; the
-previous read is kept in a register. The read for beat ``k`` is issued one stage before beat
+``j - b`` of beat ``k - a`` if ``j >= b``, else lane ``j - b + N`` of beat ``k - a - 1``: lane
+``j`` of beat ``k - a`` or of beat ``k - a - 1``, each rotated by ``b`` lanes. Beat ``k - a - 1``
+is the one the previous beat got, so one rotator per delay serves both: its result is kept for
+the next beat, and the pick per lane (``j >= b``, a flag per lane set up with the chunk) shares
+a LUT with the position mask in front of the subtraction.
+
+Beats go into a memory of ``floor(max / N)`` beats (``max`` = ``max_line`` or ``max_plane``)
+and are read back ``a`` beats later. The read for beat ``k`` is issued one stage before beat
 ``k`` is written, so it only meets the write of beat ``k - 1`` (another address when
 ``a >= 2``) and ``a`` addresses suffice: a power-of-two ``max`` gives a power-of-two depth.
-When ``a < 2`` the beats come from registers holding the current beat and the two before it.
+When ``a < 2`` the beat comes from registers holding the current beat and the one before it.
 Reads of positions before the chunk start return stale data, which the position masks drop.
 
 The memory is built as banks of at most 1024 beats (one block RAM deep), every bank's read
@@ -110,20 +114,13 @@ def _small_mod(value, lanes, j):
     return Mux(value < j, table[value[:width]], exact)  # then value < j <= lanes
 
 
-def _rotate(lo, hi, b, lanes):
-    """Lane ``j`` of the values ``d = a N + b`` back, given beats ``k - a`` (``hi``) and
-    ``k - a - 1`` (``lo``): lane ``j - b`` of ``hi`` if ``j >= b``, else lane ``j - b + N`` of
-    ``lo``, i.e. lanes ``N - b .. 2N - b - 1`` of ``lo ++ hi``."""
-    if lanes == 1:
-        return list(hi)
-    # A logarithmic shifter: stage k moves the window up by 2**k lanes when bit k of b is set,
-    # log2(N) two-way selects per lane instead of one N-way select (about half the LUTs).
-    window = list(lo) + list(hi)
+def _rotate(values, b, lanes):
+    """Lane ``j`` of the result is lane ``(j - b) mod N`` of ``values``: a logarithmic shifter,
+    log2(N) two-way selects per lane."""
     for k in range((lanes - 1).bit_length()):
         step = 1 << k
-        window = window[:step] + [Mux(b[k], window[i - step], window[i])
-                                  for i in range(step, 2 * lanes)]
-    return window[lanes:]
+        values = [Mux(b[k], values[(i - step) % lanes], values[i]) for i in range(lanes)]
+    return values
 
 
 def _bank_domains(name: str, depth: int) -> list[str]:
@@ -260,28 +257,29 @@ class _Delay:
             m.d[domain] += enable.eq(ahead_valid & (bank_ahead == b))
             m.d.comb += [wr.addr.eq(local), wr.data.eq(Cat(values)), wr.en.eq(enable)]
 
-    def rotate_stage(self, values, valid, near, one_back):
-        """The pair ``(lo, hi)`` for this stage's beat ``values`` (``near``: ``a < 2``,
-        ``one_back``: ``a = 1``)."""
+    def rotate_stage(self, values, valid, near, one_back, rot):
+        """Beat ``k - a`` for this stage's beat ``values`` (``near``: ``a < 2``, ``one_back``:
+        ``a = 1``), rotated by ``rot`` lanes, and the same for the previous valid beat (beat
+        ``k - a - 1``): the pair ``(earlier, later)``."""
         m = self.m
-        prev_read, prev, prev2 = self._lanes("prev_read"), self._lanes("prev"), self._lanes("prev2")
+        prev, earlier = self._lanes("prev"), self._lanes("earlier")
+        later = _rotate([Mux(near, Mux(one_back, p, v), r)
+                         for v, p, r in zip(values, prev, self.read, strict=True)],
+                        rot, self.lanes)
         with m.If(valid):
-            m.d.sync += [r.eq(v) for r, v in zip(prev_read, self.read, strict=True)]
             m.d.sync += [r.eq(v) for r, v in zip(prev, values, strict=True)]
-            m.d.sync += [r.eq(v) for r, v in zip(prev2, prev, strict=True)]
-        hi = [Mux(near, Mux(one_back, p, v), r)
-              for v, p, r in zip(values, prev, self.read, strict=True)]
-        lo = [Mux(near, Mux(one_back, p2, p), r)
-              for p, p2, r in zip(prev, prev2, prev_read, strict=True)]
-        return lo, hi
+            m.d.sync += [r.eq(v) for r, v in zip(earlier, later, strict=True)]
+        return earlier, later
 
 
-#: What the configuration chain hands to a delay: a < 2, a = 1, b and the first read address.
+#: What the configuration chain hands to a delay: a < 2, a = 1, b, which lanes take the later
+#: beat (``j >= b``) and the first read address.
 def _delay_layout(lanes, depth):
     return data.StructLayout({
         "near": 1,
         "one_back": 1,
         "rot": range(max(lanes, 2)),  # 1 bit even for one lane: no zero-width wires
+        "later": lanes,
         "read_init": range(depth),
     })
 
@@ -321,6 +319,8 @@ class _Core(wiring.Component):
             cfg.near.eq(beats < 2),
             cfg.one_back.eq(beats == 1),
             cfg.rot.eq(extent[:shift] if shift else 0),
+            # Lane N - 1 always takes the later beat (b < N).
+            cfg.later.eq(Cat(*(extent[:shift] <= j for j in range(n - 1)), Const(1))),
             cfg.read_init.eq(Mux(clamped == depth, 0, depth - clamped)),
         ]
         return cfg
@@ -447,14 +447,21 @@ class _Core(wiring.Component):
             mem.write_stage(s[key], valid, ahead_valid, ahead_first)
             for _ in range(read_stages(mem.depth) - 1):
                 s = step(**{k: s[k] for k in keep})
-            lo, hi = mem.rotate_stage(s[key], valid, s[cfg].near, s[cfg].one_back)
-            return step(back=_rotate(lo, hi, s[cfg].rot, n), **{k: s[k] for k in keep})
+            earlier, later = mem.rotate_stage(s[key], valid, s[cfg].near, s[cfg].one_back,
+                                              s[cfg].rot)
+            return step(earlier=earlier, later=later, **{k: s[k] for k in keep})
+
+        def back(s, cfg, mask):
+            """Each lane's value ``d`` back, or 0 where ``mask`` is clear: with the pick between
+            the two rotated beats, one LUT in front of the subtraction."""
+            return [Mux(f, Mux(s[cfg].later[j], s["later"][j], s["earlier"][j]), 0)
+                    for j, f in enumerate(s[mask])]
 
         # -- Dz: plane delay of q, read at s0, written at s1, subtracted after the rotation
         plane_mem = _Delay(m, "plane", n, Q_BITS + 1, self._plane_depth)
         s = {"q": q0, "x": xf, "y": yf, "z": zf, "lc": lc, "pc": pc, "first": first}
         s = delay(plane_mem, s, "q", "pc", ("x", "y", "z", "lc"))
-        dz = [q - Mux(z, b, 0) for q, z, b in zip(s["q"], s["z"], s["back"], strict=True)]
+        dz = [q - b for q, b in zip(s["q"], back(s, "pc", "z"), strict=True)]
         s = step(d=dz, **{k: s[k] for k in ("x", "y", "lc", "first")})
         dz_reg = [Signal(signed(Q_BITS + 2), name=f"s{stage}_dz{j}") for j in lanes]
         m.d.comb += [w.eq(v) for w, v in zip(dz_reg, s["d"], strict=True)]
@@ -463,7 +470,7 @@ class _Core(wiring.Component):
         # after the rotation
         line_mem = _Delay(m, "line", n, Q_BITS + 2, self._line_depth)
         s = delay(line_mem, {**s, "d": dz_reg}, "d", "lc", ("x", "y"))
-        dy = [d - Mux(y, b, 0) for d, y, b in zip(s["d"], s["y"], s["back"], strict=True)]
+        dy = [d - b for d, b in zip(s["d"], back(s, "lc", "y"), strict=True)]
         s = step(d=dy, x=s["x"])
         d6 = [Signal(signed(Q_BITS + 3), name=f"s{stage}_dy{j}") for j in lanes]
         m.d.comb += [w.eq(v) for w, v in zip(d6, s["d"], strict=True)]
