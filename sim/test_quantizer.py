@@ -23,6 +23,7 @@ from cocotbext.axi import AxiStreamFrame
 from runner import bench_params, run_bench
 from streams import PERIOD_NS, StreamBench
 
+from ceaz import format as fmt
 from ceaz.quantizer import prequantize, quant_params
 from ceaz_hw.beats import Prequantized, beat
 from ceaz_hw.quantizer import CONFIG_LATENCY, Quantizer
@@ -216,6 +217,16 @@ def bound_bits(qp, rng, n):
     return near_bits(centres, spread=1)
 
 
+def limit_bits(qp):
+    """Values around the largest magnitudes that still quantize, (2**27 - 1/2) * S, and either
+    sign: where q stops fitting Q_BITS bits and the value goes verbatim."""
+    limit = float(fmt.Q_LIMIT)
+    centres = np.array([limit - 2, limit - 1, limit - 0.5, limit, limit + 0.5, limit + 1])
+    with np.errstate(all="ignore"):
+        values = centres * qp.step
+    return near_bits(np.concatenate([values, -values]), spread=4)
+
+
 def on_bound_count(bits, qp):
     """How many values reconstruct exactly at distance eb_f (the exact-check edge case)."""
     q, kind = prequantize(bits.view(F32), qp)
@@ -313,7 +324,8 @@ async def quantizer_boundaries(dut):
         hits = on_bound_count(edge, qp)
         ties += len(tie)
         on_bound += hits
-        total += await tb.check(np.concatenate([tie, edge]), qp, f"edges eb={eb:g} ({hits} on)")
+        total += await tb.check(np.concatenate([tie, edge, limit_bits(qp)]), qp,
+                                f"edges eb={eb:g} ({hits} on)")
     for max_abs in (1.0, 5e-39):
         qp = params(0.0, max_abs)
         tie = tie_bits(qp, rng, 512)

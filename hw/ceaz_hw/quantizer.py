@@ -197,36 +197,49 @@ class _Lane(wiring.Component):
             tl=(e == 0xFF) | (big & (mx != 0)),  # NaN, Inf or too large
             shm1=shm1[:6],
         )
+        # floor(Mx Cm / 2**sh') >= 2**Q_BITS iff the product's top bit p >= Q_BITS + sh'. For a
+        # normal x, p is 54 or 55 (Mx >= 2**23, Cm >= 2**31); for a subnormal one no shift
+        # from quant_params (Ce <= 118, so sh' >= 31) leaves more than 24 bits. So the two
+        # outcomes are flags here, and the shifters below only form the Q_BITS + 1 bits that
+        # a q that fits has (the guard and the floor), not all 56. Constants outside these
+        # premises (quant_params makes none) could only send values verbatim: a missed
+        # overflow leaves q wrapped at 2**Q_BITS, which the bound check rejects, and a false
+        # one is verbatim itself. The bound holds either way.
+        normal, shm1 = s["raw"][23:31] != 0, s["shm1"]
         s = st.next(**keep(s, "raw", "fill", "tl", "shm1"),
+                    over54=normal & (shm1 <= 54 - Q_BITS - 1),  # p = 54: sh' <= p - Q_BITS
+                    over55=normal & (shm1 <= 55 - Q_BITS - 1),
                     **_partial_products(s["mx"], cfg.cm, 12, 16))
 
         terms, lo = _sum_cross_terms(s, 12, 16)
-        s = st.next(**keep(s, "raw", "fill", "tl", "shm1"), **terms)
+        s = st.next(**keep(s, "raw", "fill", "tl", "shm1", "over54", "over55"), **terms)
 
         prod = _widen(m, s["hhll"] + (s["mid"] << lo), unsigned(56))  # Mx * Cm < 2**56
-        s = st.next(**keep(s, "raw", "fill", "tl", "shm1"), prod=prod)
+        s = st.next(**keep(s, "raw", "fill", "tl", "shm1", "over54", "over55"), prod=prod)
 
-        # Coarse shift by a multiple of 8, with the OR of the bytes shifted out.
+        # Coarse shift by a multiple of 8, with the OR of the bytes shifted out; it keeps the
+        # Q_BITS + 1 bits and the 7 more that the fine shift may move down.
         coarse = s["shm1"][3:6]
         byte_nz = Cat(s["prod"][8 * i : 8 * i + 8] != 0 for i in range(7))
         sticky = Signal()
         for i in range(1, 8):
             with m.If(coarse == i):
                 m.d.comb += sticky.eq(byte_nz[:i] != 0)
-        s = st.next(**keep(s, "raw", "fill", "tl"), fine=s["shm1"][:3],
-                    t=(s["prod"] >> (coarse * 8))[:56], sticky=sticky)
+        s = st.next(**keep(s, "raw", "fill"), fine=s["shm1"][:3],
+                    tl=s["tl"] | Mux(s["prod"][55], s["over55"], s["over54"]),
+                    t=(s["prod"] >> (coarse * 8))[: Q_BITS + 8], sticky=sticky)
 
         fine, t = s["fine"], s["t"]
         low_nz = Signal()
         for i in range(1, 8):
             with m.If(fine == i):
                 m.d.comb += low_nz.eq(t[:i] != 0)
-        s = st.next(**keep(s, "raw", "fill", "tl"), t=(t >> fine)[:56],
+        s = st.next(**keep(s, "raw", "fill", "tl"), t=(t >> fine)[: Q_BITS + 1],
                     sticky=s["sticky"] | low_nz)
 
         guard, floor = s["t"][0], s["t"][1:]
-        mag = _widen(m, floor[:Q_BITS] + (guard & (s["sticky"] | floor[0])), unsigned(Q_BITS + 1))
-        too_large = s["tl"] | (floor[Q_BITS:] != 0) | mag[Q_BITS]
+        mag = _widen(m, floor + (guard & (s["sticky"] | floor[0])), unsigned(Q_BITS + 1))
+        too_large = s["tl"] | mag[Q_BITS]
         s = st.next(**keep(s, "raw", "fill"), tl=too_large, mag=Mux(too_large, 0, mag[:Q_BITS]))
 
         # -- x' = fl32(|q| * S), stages 8-16 -------------------------------------------------
