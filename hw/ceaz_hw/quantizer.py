@@ -32,6 +32,13 @@ rounded RNE with the guard and sticky bits below them, and adding the rounded si
 ``(lim - shift) << 23`` carries a rounding overflow into the exponent. A result of 255 or more
 in the exponent field is infinity, which never meets a finite bound.
 
+The hardware splits that shift between the factors, which are narrower than the product: ``Ms``
+is normalised once per chunk (``ls`` places), ``|q|`` by ``sq = min(clz(|q|), lim - ls)``
+before the multipliers, and the product, whose top bit is then at 49 or 50, by one more place
+if bit 50 is clear and ``sq + ls < lim``. The sum is ``min(clz(P), lim)``: if the limit does
+not bind within ``sq``, the last place finishes the normalisation; if it does, ``|q| << sq``
+still has clear bits above it, ``clz(P) > lim``, and the shift is ``lim`` already.
+
 Pipeline
 --------
 One beat of N values enters per clock. All datapath registers share one clock enable, taken
@@ -45,7 +52,8 @@ partial products of at most 16x14 bits (one ECP5 18x18 multiplier each) and summ
 further stages; shifters are split into coarse and fine stages.
 
 The configuration ports must be held for :data:`CONFIG_LATENCY` clocks before the first beat
-of a chunk and kept constant during it; they are decoded once into registers.
+of a chunk and kept constant during it; they are decoded once into registers (two stages, for
+the normalisation of ``Ms``).
 """
 
 from __future__ import annotations
@@ -69,7 +77,7 @@ __all__ = [
 ]
 
 #: Clocks from a change of the configuration ports until it is used.
-CONFIG_LATENCY = 1
+CONFIG_LATENCY = 2
 
 #: Prequantizer constants from ``ceaz.quantizer.quant_params`` (seen from the driver's side).
 #: ``recip_exp`` spans -159..118 for float32 bounds from 1e-45 to 3.4e38 and lossless steps.
@@ -94,8 +102,12 @@ _Decoded = wiring.Signature({
     "e0_low": Out(1),  # sh <= 1
     "e0_high": Out(1),  # sh >= 63
     "e0_big": Out(1),  # sh <= 0
-    "ms": Out(24),  # significand of S
-    "lim": Out(9),  # max(biased exponent of S, 1) + 26: the largest normalising shift
+    # The reconstruction's normalisation, split between |q| and S (see _Lane): with Ms the
+    # significand of S, lim = max(biased exponent of S, 1) + 26 the largest shift of the
+    # product |q| Ms that the format allows, and ls' = clz(Ms) in 24 bits:
+    "ms_n": Out(24),  # Ms << ls', its top bit at 23
+    "lim_n": Out(9),  # lim - ls' (at least 4: lim >= 27), what is left for |q| and after
+    "lim_q": Out(5),  # min(lim_n, 31): |q| (Q_BITS bits) never shifts further
     "me": Out(24),  # significand of eb_f
     "ee": Out(8),  # max(biased exponent of eb_f, 1)
     "fill_bits": Out(32),
@@ -107,6 +119,22 @@ def _mant_exp(bits):
     """(24-bit significand, max(biased exponent, 1)) of a float32 pattern, sign ignored."""
     e = bits[23:31]
     return Cat(bits[0:23], e != 0), Mux(e == 0, 1, e)
+
+
+def _clz(m, value):
+    """Leading zeros of ``value`` (at most 32 bits) within its width, as a registered-stage
+    expression: a tree of (all zero, count) pairs, log2 levels deep rather than a chain."""
+    width = len(value)
+    assert width <= 32
+    pad = (1 << (width - 1).bit_length()) - width
+    bits = Cat(Const((1 << pad) - 1, pad), value)  # ones below: a zero value counts `width`
+    # (all zero, count) per pair of bits; a count is only used where its part is not zero.
+    pairs = [(~bits[i] & ~bits[i + 1], ~bits[i + 1]) for i in range(0, len(bits), 2)]
+    while len(pairs) > 1:
+        pairs = [(lo_zero & hi_zero, Cat(Mux(hi_zero, lo_count, hi_count), hi_zero))
+                 for (lo_zero, lo_count), (hi_zero, hi_count) in zip(pairs[::2], pairs[1::2],
+                                                                      strict=True)]
+    return _widen(m, pairs[0][1], unsigned(max(len(bits).bit_length() - 1, 1)))
 
 
 def _widen(m, value, shape):
@@ -243,41 +271,46 @@ class _Lane(wiring.Component):
         s = st.next(**keep(s, "raw", "fill"), tl=too_large, mag=Mux(too_large, 0, mag[:Q_BITS]))
 
         # -- x' = fl32(|q| * S), stages 8-16 -------------------------------------------------
+        # |q| is normalised before the product rather than the product after it: shifted up by
+        # sq = min(clz(|q|), lim_q) places (its top bit to Q_BITS - 1 unless the subnormal limit
+        # binds) and multiplied by the normalised Ms, the product P' = P << (sq + ls') has its
+        # top bit at 49 or 50 (ls' = 23 - top bit of Ms, a constant). One more place, if the
+        # limit leaves room, gives P << min(clz(P), lim) exactly as the format's normalisation;
+        # when the limit binds within sq, that is all the shift there is (see _Decoded).
         q = _widen(m, Mux(s["raw"][31], -s["mag"], s["mag"]), signed(Q_BITS + 1))
-        # The multipliers' operand gets a register of its own, which the placer can put next
-        # to them: from the shared |q| register, routing to the DSP and back took 6.7 ns.
-        s = st.next(**keep(s, "raw", "fill", "tl"), q=q, mag=s["mag"])
-        s = st.next(**keep(s, "raw", "fill", "tl", "q"),
-                    **_partial_products(s["mag"], cfg.ms, 13, 12))
+        s = st.next(**keep(s, "raw", "fill", "tl", "mag"), q=q, zero=s["mag"] == 0,
+                    clz=_clz(m, s["mag"]))
+        sq = _widen(m, Mux(s["clz"] > cfg.lim_q, cfg.lim_q, s["clz"]), unsigned(5))
+        s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero", "mag"), sq=sq)
+
+        # Coarse shift by a multiple of 4, then fine: no bit leaves the Q_BITS, as sq <= clz.
+        # The multipliers' operand is thus a register of its own, which the placer can put
+        # next to them (from a register shared with q, routing to the DSP took 6.7 ns).
+        s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero"), fine=s["sq"][:2],
+                    nq=(s["mag"] << (s["sq"][2:] * 4))[:Q_BITS],
+                    room=(cfg.lim_n - s["sq"])[:9])  # >= 0: sq <= lim_q <= lim_n
+        s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero", "room"),
+                    nq=(s["nq"] << s["fine"])[:Q_BITS])
+        s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero", "room"),
+                    **_partial_products(s["nq"], cfg.ms_n, 13, 12))
 
         terms, lo = _sum_cross_terms(s, 13, 12)
-        s = st.next(**keep(s, "raw", "fill", "tl", "q"), **terms)
+        s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero", "room"), **terms)
 
-        prod = _widen(m, s["hhll"] + (s["mid"] << lo), unsigned(51))  # |q| * Ms < 2**51
-        s = st.next(**keep(s, "raw", "fill", "tl", "q"), norm=prod, zero=prod == 0,
-                    room=Mux(cfg.lim > 63, 63, cfg.lim)[:6], shift=Const(0, 6))
+        prod = _widen(m, s["hhll"] + (s["mid"] << lo), unsigned(51))  # nq * Ms' < 2**51
+        s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero"), norm=prod,
+                    room=s["room"], one=s["room"] != 0)
 
-        # Normalise to bit 50, two binary steps per stage, never past the subnormal limit:
-        # the greedy steps add up to min(clz, lim) because both budgets shrink together.
-        # The second step's test is made for both outcomes of the first at once, so a stage
-        # is two compares side by side and one 4-way select, not two in a row.
-        for a, b in ((32, 16), (8, 4), (2, 1)):
-            norm, room, shift = s["norm"], s["room"], s["shift"]
-            take_a = (norm[51 - a : 51] == 0) & (room >= a)
-            take_b = Mux(take_a,
-                         (norm[51 - a - b : 51 - a] == 0) & (room >= a + b),
-                         (norm[51 - b : 51] == 0) & (room >= b))
-            assert a == 2 * b
-            step = Cat(Const(0, b.bit_length() - 1), take_b, take_a)  # a take_a + b take_b
-            shifted = Mux(take_a, Mux(take_b, norm << (a + b), norm << a),
-                          Mux(take_b, norm << b, norm))
-            s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero"), norm=shifted[:51],
-                        room=(room - step)[:6], shift=(shift + step)[:6])
-
-        top, guard, sticky = s["norm"][27:51], s["norm"][26], s["norm"][:26] != 0
+        # The last place: taken if bit 50 is clear and the limit leaves room. Then the top 24
+        # bits, rounded RNE with the guard bit and the sticky OR below it.
+        norm = s["norm"]
+        up = ~norm[50] & s["one"]
+        top = Mux(up, norm[26:50], norm[27:51])
+        guard = Mux(up, norm[25], norm[26])
+        sticky = Mux(up, norm[:25] != 0, norm[:26] != 0)
         s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero"),
                     sig=top + (guard & (sticky | top[0])),  # 2**24 carries into the exponent
-                    exp=(cfg.lim - s["shift"])[:9])  # >= 0: the shift never exceeds lim
+                    exp=(s["room"] - up)[:9])  # lim - the whole shift, >= 0
 
         exp = _widen(m, s["exp"] + s["sig"][23:25], unsigned(10))
         s = st.next(**keep(s, "raw", "fill", "q"),
@@ -438,12 +471,21 @@ class Quantizer(wiring.Component):
             decoded.e0_low.eq(self.cfg.recip_exp >= 148),  # 149 - Ce <= 1
             decoded.e0_high.eq(self.cfg.recip_exp <= 86),  # 87 - Ce >= 1
             decoded.e0_big.eq(self.cfg.recip_exp >= 149),  # 149 - Ce < 1
-            decoded.ms.eq(ms),
-            decoded.lim.eq(es + 26),
             decoded.me.eq(me),
             decoded.ee.eq(ee),
             decoded.fill_bits.eq(self.cfg.fill_bits),
             decoded.fill_enable.eq(self.cfg.fill_enable),
+        ]
+        # S's significand normalised, a stage later (CONFIG_LATENCY): its leading zeros first.
+        ms_reg = Signal(24, name="decoded_ms")
+        lim_reg = Signal(9, name="decoded_lim")
+        ls = Signal(5, name="decoded_ls")
+        m.d.sync += [ms_reg.eq(ms), lim_reg.eq(es + 26), ls.eq(_clz(m, ms))]
+        lim_n = _widen(m, lim_reg - ls, unsigned(9))
+        m.d.sync += [
+            decoded.ms_n.eq((ms_reg << ls)[:24]),
+            decoded.lim_n.eq(lim_n),
+            decoded.lim_q.eq(Mux(lim_n > 31, 31, lim_n)),
         ]
 
         datapath = _Datapath(self._lanes)
