@@ -48,8 +48,9 @@ def _lane_layout(beat_layout):
 
 def beats_from_values(beat_layout, values: Mapping[str, np.ndarray]) -> list[int]:
     """One chunk's beats: lane fields from ``values`` (name -> flat array, all equally long;
-    a layout whose lane is a plain shape takes the name ``""``), ``last`` on the final beat and
-    ``count`` the valid lanes."""
+    a layout whose lane is a plain shape takes the name ``""``; fields not named are zero, so
+    of fields that share bits, name one), ``last`` on the final beat and ``count`` the valid
+    lanes."""
     base, lane, lanes = _lane_layout(beat_layout)
     top = fields(beat_layout)
     arrays = {k: np.asarray(v) for k, v in values.items()}
@@ -68,7 +69,8 @@ def beats_from_values(beat_layout, values: Mapping[str, np.ndarray]) -> list[int
         for j in range(count):
             off = base + j * lane_size
             for name, f in lane_fields.items():
-                word |= f.put(lists[name][start + j]) << off
+                if name in lists:
+                    word |= f.put(lists[name][start + j]) << off
         words.append(word)
     return words
 

@@ -236,8 +236,9 @@ class TB(StreamBench):
 
     def beats_of(self, chunk: Chunk) -> list[int]:
         """The chunk's input beats; lanes beyond ``count`` of the last beat carry garbage."""
+        # A lane holds the delta of a normal value, the bits of the others (beats.Residual).
         words = beats_from_values(self.in_layout, {
-            "delta": chunk.delta, "kind": chunk.kind, "raw": chunk.raw_bits})
+            "kind": chunk.kind, "raw": np.where(chunk.kind == 0, chunk.delta, chunk.raw_bits)})
         used = len(chunk) % self.lanes
         if used:
             lanes = data.Layout.cast(self.in_layout)["lanes"]

@@ -63,19 +63,23 @@ def beat(lane_layout, lanes: int) -> data.StructLayout:
     })
 
 
-#: After the prequantizer: ``q`` (0 unless the kind is normal), the kind, the input bits.
-Prequantized = data.StructLayout({
-    "q": signed(Q_BITS + 1),
-    "kind": Kind,
-    "raw": unsigned(32),
-})
+def _value_or_bits(name: str, shape) -> data.FlexibleLayout:
+    """A lane that holds ``name`` (of ``shape``) for a normal value and the value's IEEE bits
+    (``raw``) for the other kinds, in the same 32 bits, then its kind. A value is either
+    quantized or sent as its bits, never both: sharing the bits halves what every register,
+    buffer and pipeline stage from the quantizer to the symbol stage holds per lane."""
+    return data.FlexibleLayout(34, {
+        name: data.Field(shape, 0),
+        "raw": data.Field(unsigned(32), 0),
+        "kind": data.Field(Kind, 32),
+    })
+
+
+#: After the prequantizer: ``q`` of a normal value, the input bits of the others.
+Prequantized = _value_or_bits("q", signed(Q_BITS + 1))
 
 #: After the Lorenzo predictor: the residual replaces ``q``.
-Residual = data.StructLayout({
-    "delta": signed(DELTA_BITS),
-    "kind": Kind,
-    "raw": unsigned(32),
-})
+Residual = _value_or_bits("delta", signed(DELTA_BITS))
 
 
 def symbol_bits(radius: int) -> int:

@@ -419,7 +419,9 @@ class _Core(wiring.Component):
         ]
         valid = _reg(m, self.taken, "s0_valid")
         first = _reg(m, self.taken & at_start, "s0_first")
-        q0 = _regs(m, [payload.lanes[j].q for j in lanes], "s0_q", signed(Q_BITS + 1))
+        # A value sent verbatim or filled counts as q = 0 (its lane holds its bits instead).
+        q0 = _regs(m, [Mux(payload.lanes[j].kind == Kind.NORMAL, payload.lanes[j].q, 0)
+                       for j in lanes], "s0_q", signed(Q_BITS + 1))
         xf = _regs(m, [x != 0 for x in x_mod], "s0_x")
         yf = _regs(m, [p >= cx for p in p_mod], "s0_y")
         zf = _regs(m, z_pos, "s0_z")
@@ -487,9 +489,10 @@ class _Core(wiring.Component):
 
         for j in lanes:
             m.d.comb += [
-                self.out.lanes[j].delta.eq(s["d"][j]),
+                # The delta of a normal value, the bits of the others (beats.Residual).
+                self.out.lanes[j].raw.eq(Mux(side.kind[j] == Kind.NORMAL,
+                                             s["d"][j].as_unsigned(), side.raw[j])),
                 self.out.lanes[j].kind.eq(side.kind[j]),
-                self.out.lanes[j].raw.eq(side.raw[j]),
             ]
         m.d.comb += [
             self.out.last.eq(side.last),
@@ -519,7 +522,8 @@ class Predictor(wiring.Component):
         ``cz`` is not needed: a chunk ends with ``last``.
     i : ``In(stream.Signature(beat(Prequantized, lanes)))``
     o : ``Out(stream.Signature(beat(Residual, lanes)))``
-        ``delta`` per lane; ``kind``, ``raw``, ``last`` and ``count`` pass through.
+        ``delta`` per lane for a normal value, its ``raw`` bits otherwise; ``kind``, ``last``
+        and ``count`` pass through.
     """
 
     def __init__(self, lanes, max_line=4096, max_plane=65536):

@@ -358,12 +358,11 @@ class _Lane(wiring.Component):
         s = st.next(**keep(s, "raw", "fill", "tl", "q"),
                     within=s["accept"] | (s["dm"] <= s["e"]))
         kind = Mux(s["fill"], Kind.FILL, Mux(s["tl"] | ~s["within"], Kind.VERBATIM, Kind.NORMAL))
-        s = st.next(raw=s["raw"], kind=kind, q=Mux(kind == Kind.NORMAL, s["q"], 0))
+        s = st.next(kind=kind, word=Mux(kind == Kind.NORMAL, s["q"].as_unsigned(), s["raw"]))
 
         assert st.count == self.LATENCY, st.count
         m.d.comb += [
-            self.out.raw.eq(s["raw"]),
-            self.out.q.eq(s["q"]),
+            self.out.raw.eq(s["word"]),  # q, in the same bits for a normal value
             self.out.kind.eq(s["kind"]),
         ]
         return m
@@ -436,7 +435,8 @@ class Quantizer(wiring.Component):
         Float32 bit patterns, value ``j`` of a beat in lane ``j``, with ``last`` and
         ``count`` (:func:`ceaz_hw.beats.beat`).
     o : ``Out(stream.Signature(beat(Prequantized, lanes)))``
-        ``q``, kind and the input bits of each value, in the same lanes; ``last`` and
+        The kind of each value, and its ``q`` if normal or else its input bits (``raw``, the
+        same bits of the lane), in the same lanes; ``last`` and
         ``count`` pass through unchanged. Lanes at or above ``count`` are computed like the
         others but carry don't-care values.
     """
