@@ -24,7 +24,7 @@ ffdd04b, 12.0 ns).
 
 from __future__ import annotations
 
-from amaranth.hdl import EnableInserter, Module, Mux, Signal
+from amaranth.hdl import Const, EnableInserter, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -42,6 +42,31 @@ def _check_radius(radius) -> int:
             f"radius must be an integer in [{fmt.MIN_RADIUS}, {fmt.MAX_RADIUS}], not {radius!r}"
         )
     return radius
+
+
+def _at_least(value, bound: int):
+    """``value >= bound`` for an unsigned value and a constant, as plain logic: a comparison
+    with a constant needs no carry chain, which yosys would otherwise build for it."""
+    width = len(value)
+    if bound <= 0:
+        return Const(1)
+    if bound >= 1 << width:
+        return Const(0)
+    top = 1 << (width - 1)
+    if bound & top:
+        return value[width - 1] & _at_least(value[: width - 1], bound - top)
+    return value[width - 1] | _at_least(value[: width - 1], bound)
+
+
+def _in_band(delta, radius: int):
+    """``|delta| < radius``: the bits above the radius's are a sign extension, and the low
+    bits compare with a constant (two 31-bit comparisons were most of the stage's logic)."""
+    k = radius.bit_length()
+    low, high = delta[:k], delta[k:]
+    positive = (high == 0) & ~_at_least(low, radius)  # 0 <= delta < R
+    ones = (1 << len(high)) - 1
+    negative = (high == ones) & _at_least(low, (1 << k) - radius + 1)  # -R < delta = low - 2**k
+    return positive | negative
 
 
 class _SymbolLanes(wiring.Component):
@@ -78,8 +103,7 @@ class _SymbolLanes(wiring.Component):
             # Bit-exact with ceaz.symbols.encode: in band iff kind normal and |delta| < R.
             in_band = Signal(name=f"s1_in_band{lane}")
             given = self.i.lanes[lane]
-            m.d.sync += in_band.eq((given.kind == Kind.NORMAL) & (given.delta > -r)
-                                   & (given.delta < r))
+            m.d.sync += in_band.eq((given.kind == Kind.NORMAL) & _in_band(given.delta, r))
             # ceaz.chunk.chunk_symbols: the outlier field is delta & (2**31 - 1); the delta
             # port is exactly OUTLIER_BITS wide, so that is its two's-complement pattern.
             assert DELTA_BITS == fmt.OUTLIER_BITS
