@@ -10,8 +10,10 @@ chunk is built from the model: the payload of ``pack`` (each field split as a co
 ``starts[K::K]`` and the trailer with ``zlib.crc32``, each zero-padded to whole words; the
 output words are compared byte for byte and ``last`` must mark exactly the final word.
 A throughput test measures input beats per clock on a realistic stream with no back-pressure.
-With ``piece_bits`` (fields cut into pieces, ``lanes`` pieces a clock) the rate is measured
-against what the grouping allows: a beat of ``p`` pieces takes ``ceil(p / lanes)`` clocks.
+With ``piece_bits`` (fields cut into pieces, ``lanes`` pieces a clock) the fields are made
+what the Huffman lanes send (a code of up to 16 bits, then 31 or 32 raw bits for an escape
+that has them), which the pieces rely on, and the rate is measured against what the grouping
+allows: a beat of ``p`` pieces takes ``ceil(p / lanes)`` clocks.
 """
 
 from __future__ import annotations
@@ -110,6 +112,22 @@ def random_chunk(rng, n: int, style: str) -> Chunk:
     return Chunk(bits, length, esc)
 
 
+def as_pipeline(chunk: Chunk, rng) -> Chunk:
+    """The chunk's fields as the Huffman lanes form them, which the pieces front relies on: a
+    code of at most 16 bits, then 32 raw bits for a verbatim value, 31 for an outlier and none
+    for the other classes. A length above 32 becomes such an escape (of the class given, if it
+    has raw bits and the code fits), a shorter one a code cut to 16 bits."""
+    length, esc = chunk.length.copy(), chunk.esc.copy()
+    raw = length > 32
+    has_raw = (esc == Escape.OUTLIER.value) | (esc == Escape.VERBATIM.value)
+    pick = rng.choice([Escape.OUTLIER.value, Escape.VERBATIM.value], len(esc))
+    esc = np.where(raw, np.where(has_raw, esc, pick), np.where(has_raw, 0, esc))
+    esc[raw & (length - fmt.OUTLIER_BITS > MAX_CODE_LEN)] = Escape.VERBATIM.value
+    length = np.where(raw, length, np.minimum(length, MAX_CODE_LEN))
+    bits = chunk.bits & ((np.uint64(1) << length.astype(np.uint64)) - np.uint64(1))
+    return Chunk(bits, length, esc)
+
+
 # -- the bench --------------------------------------------------------------------------------
 
 class TB(StreamBench):
@@ -129,9 +147,16 @@ class TB(StreamBench):
         self.chunks_compared = 0
         dut.sync_interval.value = self.lanes
 
+    def as_sent(self, chunk: Chunk) -> Chunk:
+        """The chunk as this bench sends it: as the pipeline forms fields when the packer
+        cuts them into pieces (``as_pipeline``), any lengths and classes otherwise."""
+        return chunk if self.piece_bits is None else as_pipeline(chunk, self.rng)
+
     def ideal_rate(self, chunk: Chunk) -> float:
-        """Beats per clock the piece grouping allows for this chunk, output aside."""
-        pieces = np.maximum(1, -(-chunk.length // self.piece_bits))
+        """Beats per clock the piece grouping allows for this chunk, output aside: a code is
+        one piece, raw bits ``ceil(32 / piece_bits)`` more (ceaz_hw.pieces)."""
+        with_raw = (chunk.esc == Escape.OUTLIER.value) | (chunk.esc == Escape.VERBATIM.value)
+        pieces = 1 + with_raw * -(-32 // self.piece_bits)
         pieces = np.concatenate([pieces, np.ones(-len(pieces) % self.lanes, np.int64)])
         groups = -(-pieces.reshape(-1, self.lanes).sum(axis=1) // self.lanes)
         return len(groups) / int(groups.sum())
@@ -189,6 +214,7 @@ class TB(StreamBench):
     async def run_chunks(self, chunks: list[Chunk], k: int, label: str) -> None:
         """Send the chunks back to back with sync interval ``k`` and check every output."""
         self.dut.sync_interval.value = k
+        chunks = [self.as_sent(chunk) for chunk in chunks]
 
         async def receiver():
             for c, chunk in enumerate(chunks):
@@ -248,6 +274,7 @@ async def packer_sync_intervals(dut):
 async def measure_rate(tb: TB, chunk: Chunk, label: str) -> float:
     """Send one chunk with no stalls; return its input beats per clock (first to last beat)."""
     dut = tb.dut
+    chunk = tb.as_sent(chunk)
     beats = -(-len(chunk) // tb.lanes)
     taken, first, last, clock = 0, None, None, 0
 

@@ -9,7 +9,7 @@ or above ``count`` carry don't-care data that no stage may count, code or emit.
 
 from __future__ import annotations
 
-from amaranth.hdl import signed, unsigned
+from amaranth.hdl import Mux, signed, unsigned
 from amaranth.lib import data, enum
 
 from ceaz import format as fmt
@@ -21,10 +21,12 @@ __all__ = [
     "Kind",
     "Prequantized",
     "Q_BITS",
+    "RAW_BITS",
     "Residual",
     "Symbol",
     "beat",
     "code_field_bits",
+    "raw_field_bits",
 ]
 
 #: Lane counts the pipeline is built for.
@@ -98,9 +100,19 @@ def Symbol(radius: int) -> data.StructLayout:  # noqa: N802 -- a layout, named l
     })
 
 
+#: Width of a verbatim value's raw field (its IEEE bits); an outlier's is fmt.OUTLIER_BITS.
+RAW_BITS = 32
+
+
+def raw_field_bits(esc):
+    """Width of the raw field after a code of escape class ``esc`` (``ceaz_hw.symbols``):
+    ``RAW_BITS`` for a verbatim value, ``OUTLIER_BITS`` for an outlier, none otherwise."""
+    return Mux(esc == Escape.VERBATIM, RAW_BITS, Mux(esc == Escape.OUTLIER, fmt.OUTLIER_BITS, 0))
+
+
 def code_field_bits(max_code_len: int) -> int:
     """Width of a coded value: the longest code followed by the longest raw field."""
-    return max_code_len + 32
+    return max_code_len + RAW_BITS
 
 
 def Coded(max_code_len: int) -> data.StructLayout:  # noqa: N802

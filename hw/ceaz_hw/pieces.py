@@ -1,26 +1,33 @@
-"""A beat's coded fields cut into pieces of V bits and compacted, for a narrow packer front.
+"""A beat's coded fields cut into pieces of at most V bits and compacted, for a narrow packer
+front.
 
 Why: a coded field is up to ``max_code_len + 32`` bits (48), because an escape carries its raw
 bits after its code, yet a beat averages a few bits a value. A packer front as wide as the
-widest beat (``lanes x 48`` bits) was most of the 16-lane packer's logic. Cut into pieces of
-``V`` bits, a field that fits one piece is one piece and an escape two or three, so the pieces
-of a beat without escapes form one *group* of ``lanes`` pieces, and the packer's merge tree
-and window need only be ``lanes x V`` bits wide. A beat with more pieces passes as two or
-three groups, on as many clocks.
+widest beat (``lanes x 48`` bits) was most of the 16-lane packer's logic. Cut into pieces of at
+most ``V >= max_code_len`` bits, a field without raw bits is one piece (its code) and an escape
+with raw bits ``1 + R`` (``R = ceil(32 / V)``), so the pieces of a beat without escapes form
+one *group* of ``lanes`` pieces, and the packer's merge tree and window need only be
+``lanes x V`` bits wide. A beat with more pieces passes as two or three groups, on as many
+clocks.
 
-Piece ``k`` of a field is its bits ``kV`` to ``kV + V - 1`` in stream order (left-aligned, zero
-below its length); piece 0 always exists (it may be empty), piece ``k > 0`` if the field is
-longer than ``kV``. Concatenating the pieces in order gives the fields in order, so the
-packer's output does not change. Stages (every register advances on the parent's enable):
+Piece 0 of a field is its code (``len`` minus the raw field's width, which the escape class
+fixes: ``ceaz_hw.beats.raw_field_bits``), piece ``k = 1 .. R`` the raw field's bits ``(k - 1)V``
+to ``kV - 1`` in stream order, each left-aligned and zero below its length; raw pieces exist
+only for an escape with raw bits (one of them may be empty). Concatenating the pieces in order
+gives the fields in order, so the packer's output does not change. The cuts fall where the
+field's parts meet, not every ``V`` bits of the field: no piece needs the field shifted by its
+length (a 48-bit shifter a lane was a third of this unit at 16 lanes), only the code by its own.
+Stages (every register advances on the parent's enable):
 
-* ``s1``: the input beat, and each lane's *spare* slots: ``P - pieces`` (``P`` = pieces of the
-  longest field).
+* ``s1``: the input beat, each lane's code length and its *spare* slots: ``P - pieces``
+  (``P = 1 + R``), so 0 or ``R``.
 * ``s2``: each lane's pieces, left-aligned, in slots ``P j .. P j + P - 1``, and each lane's
   displacement ``D_j``, the spare slots of the lanes before it (a parallel prefix sum).
 * compaction: every piece moves ``D_j`` slots towards slot 0, one bit of ``D_j`` per step
-  (least significant first), two steps per registered stage. Displacements never decrease
-  from one piece to the next and the targets are distinct, so no two pieces ever meet in a
-  slot (a monotone route through a logarithmic shifter).
+  (least significant first), two steps per registered stage; bits that are zero in every
+  multiple of ``R`` take no step. Displacements never decrease from one piece to the next and
+  the targets are distinct, so no two pieces ever meet in a slot (a monotone route through a
+  logarithmic shifter).
 
 Output: the slots (pieces ``0 .. T - 1`` of the beat in slots ``0 .. T - 1``, empty slots
 after), ``extra`` = groups after the first (``(T - 1) // lanes``), and the beat's ``last``,
@@ -34,7 +41,9 @@ from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .beats import LANE_COUNTS, Coded, Escape, beat, code_field_bits
+from ceaz import format as fmt
+
+from .beats import LANE_COUNTS, RAW_BITS, Coded, Escape, beat, raw_field_bits
 
 __all__ = ["ESCAPE_COUNTS", "Pieces", "count_escapes", "escape_counts", "geometry", "lane_field",
            "latency", "registered", "used_length"]
@@ -81,20 +90,23 @@ def registered(m: Module, values: dict, stage: str, domain: str = "sync") -> dic
     return out
 
 
-def geometry(lanes: int, max_code_len: int, piece_bits: int) -> tuple[int, int]:
-    """(pieces of the longest field, compaction steps), after checking the arguments."""
+def geometry(lanes: int, max_code_len: int, piece_bits: int) -> tuple[int, range]:
+    """(pieces of the longest field, the compaction's steps: the displacement bits that can
+    be set), after checking the arguments."""
     if lanes not in LANE_COUNTS or lanes < 2:
         raise ValueError(f"lanes must be one of {LANE_COUNTS[1:]}, not {lanes!r}")
-    field = code_field_bits(max_code_len)
-    if not isinstance(piece_bits, int) or not 1 <= piece_bits < field:
-        raise ValueError(f"piece_bits must be an int in 1..{field - 1}, not {piece_bits!r}")
-    per_field = -(-field // piece_bits)
-    return per_field, ((per_field - 1) * (lanes - 1)).bit_length()
+    if not isinstance(piece_bits, int) or not max_code_len <= piece_bits < RAW_BITS:
+        raise ValueError(f"piece_bits must be an int in {max_code_len}..{RAW_BITS - 1} (a "
+                         f"code in one piece, raw bits in two or more), not {piece_bits!r}")
+    raw_pieces = -(-RAW_BITS // piece_bits)
+    # Displacements are multiples of raw_pieces: its trailing zero bits are never set.
+    low = (raw_pieces & -raw_pieces).bit_length() - 1
+    return 1 + raw_pieces, range(low, (raw_pieces * (lanes - 1)).bit_length())
 
 
 def latency(lanes: int, max_code_len: int, piece_bits: int) -> int:
     """Registered stages from the input to the output: s1, s2 and the compaction's."""
-    return 2 + -(-geometry(lanes, max_code_len, piece_bits)[1] // 2)
+    return 2 + -(-len(geometry(lanes, max_code_len, piece_bits)[1]) // 2)
 
 
 class Pieces(wiring.Component):
@@ -107,12 +119,13 @@ class Pieces(wiring.Component):
     max_code_len : int
         Longest Huffman code; a field holds up to ``max_code_len + 32`` bits.
     piece_bits : int
-        V, at least 1 and less than the field width (a field must need two pieces or more).
+        V, at least ``max_code_len`` (a code is one piece) and below 32 (raw bits are two
+        pieces or more).
     """
 
     def __init__(self, lanes: int, max_code_len: int, piece_bits: int):
-        self.lanes, self.field, self.piece_bits = lanes, code_field_bits(max_code_len), piece_bits
-        #: Pieces of the longest field, and compaction steps (bits of the largest displacement).
+        self.lanes, self.max_code_len, self.piece_bits = lanes, max_code_len, piece_bits
+        #: Pieces of the longest field, and the compaction's steps (displacement bits).
         self.per_field, self.steps = geometry(lanes, max_code_len, piece_bits)
         self.slots = self.per_field * lanes
         groups = range(self.per_field)
@@ -132,38 +145,48 @@ class Pieces(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        lanes, field, v, per = self.lanes, self.field, self.piece_bits, self.per_field
-        padded = per * v
+        lanes, v, per = self.lanes, self.piece_bits, self.per_field
 
-        # s1: the beat, and each lane's spare slots from its length.
+        # s1: the beat, each lane's code length and its spare slots (0 with raw bits, else R).
         x = Signal.like(self.x)
         valid = Signal()
-        spare_width = (per - 1).bit_length()
-        spare = [Signal(spare_width, name=f"spare{j}") for j in range(lanes)]
-        used = [Signal(range(field + 1), name=f"used{j}") for j in range(lanes)]
+        raw_pieces = per - 1
+        spare = [Signal(range(raw_pieces + 1), name=f"spare{j}") for j in range(lanes)]
+        has_raw = [Signal(name=f"has_raw{j}") for j in range(lanes)]
+        code_len = [Signal(range(self.max_code_len + 1), name=f"code_len{j}")
+                    for j in range(lanes)]
         m.d.sync += [x.eq(self.x), valid.eq(self.x_valid)]
         for j in range(lanes):
-            length = used_length(self.x, j)
-            m.d.sync += [spare[j].eq(sum(length <= k * v for k in range(1, per))),
-                         used[j].eq(length)]
+            lane, used = self.x.lanes[j], j < self.x.count
+            raw_len = raw_field_bits(lane.esc)
+            with_raw = used & (raw_len != 0)
+            m.d.sync += [has_raw[j].eq(with_raw), spare[j].eq(Mux(with_raw, 0, raw_pieces)),
+                         code_len[j].eq(Mux(used, lane.len - raw_len, 0))]
 
-        # s2: pieces in their lane's slots, displacements, escape counts.
-        disp_width = self.steps
+        # s2: pieces in their lane's slots, displacements, escape counts. A field is
+        # (code << raw_len) | raw (ceaz_hw.beats.Coded), anything above len.
+        disp_width = self.steps.stop
+        mcl = self.max_code_len
         slots = []
         for j in range(lanes):
-            length = used[j]
-            aligned = lane_field(x.lanes[j].bits, length, field)
-            aligned = Cat(Const(0, padded - field), aligned)  # piece 0 in the top bits
-            for k in range(per):
-                top = padded - k * v
+            lane = x.lanes[j]
+            verbatim, outlier = lane.esc == Escape.VERBATIM, lane.esc == Escape.OUTLIER
+            code = Mux(verbatim, lane.bits[RAW_BITS:], Mux(outlier, lane.bits[31 : 31 + mcl],
+                                                          lane.bits[:mcl]))[:mcl]
+            assert fmt.OUTLIER_BITS == 31
+            raw = Mux(verbatim, lane.bits[:RAW_BITS], Cat(Const(0, 1), lane.bits[:31]))
+            pieces = [(lane_field(code, code_len[j], v), code_len[j], Const(1))]
+            for k in range(1, per):  # the raw field's bits (k - 1)V .. kV - 1, from its top
+                top, bottom = RAW_BITS - (k - 1) * v, max(RAW_BITS - k * v, 0)
+                width = top - bottom
+                out_len = max(min(v, fmt.OUTLIER_BITS - (k - 1) * v), 0)
+                pieces.append((Cat(Const(0, v - width), raw[bottom:top]),
+                               Mux(has_raw[j], Mux(verbatim, width, out_len), 0), has_raw[j]))
+            for k, (bits_k, len_k, valid_k) in enumerate(pieces):
                 bits = Signal(v, name=f"s2_l{j}p{k}_bits")
                 size = Signal(range(v + 1), name=f"s2_l{j}p{k}_len")
                 here = Signal(name=f"s2_l{j}p{k}_valid")
-                m.d.sync += [
-                    bits.eq(aligned[top - v : top]),
-                    size.eq(Mux(length >= (k + 1) * v, v, Mux(length > k * v, length - k * v, 0))),
-                    here.eq(1 if k == 0 else length > k * v),
-                ]
+                m.d.sync += [bits.eq(bits_k), size.eq(len_k), here.eq(valid_k)]
                 slots.append({"bits": bits, "len": size, "valid": here, "lane": j})
         # Displacements: a Sklansky prefix sum over the lanes' spare slots (log2(lanes) adder
         # levels, not a chain of lanes - 1).
@@ -187,8 +210,9 @@ class Pieces(wiring.Component):
             slot["disp"] = disp[slot.pop("lane")]
 
         # Compaction, two steps per registered stage.
-        for stage, first_step in enumerate(range(0, self.steps, 2)):
-            for step in range(first_step, min(first_step + 2, self.steps)):
+        steps = list(self.steps)
+        for stage, first in enumerate(range(0, len(steps), 2)):
+            for step in steps[first : first + 2]:
                 slots = self._step(slots, step)
             slots = [registered(m, s, f"c{stage}_{i}") for i, s in enumerate(slots)]
             previous = side
