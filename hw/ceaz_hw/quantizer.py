@@ -12,18 +12,17 @@ All three of ``A = |x|``, ``B = |x'|`` and ``E = eb_f`` are non-negative float32
 patterns order like unsigned integers, so one 31-bit compare names the larger of A and B
 ("big", with exponent ``eb``) and the smaller ("small", ``es``); ``d = eb - es``.
 
-* ``d <= 27``: ``|A - B| = Dm * 2**(eb - d - 150)`` with ``Dm = (Mbig << d) - Msmall`` exact
-  in 51 bits.
-* ``d > 27``: small is below a sixteenth of an ulp of big (which is then normal), so
-  ``|A - B|`` lies strictly inside ``(big - ulp/16, big)``. Every value in that interval
-  compares with any float32 E the same way (``<= E`` exactly when ``big <= E``), so the
-  representative ``Dm = (Mbig << 27) - 1`` (or ``Mbig << 27`` if small is 0) decides it
-  exactly.
+If either is zero, ``|A - B|`` is the other: ``Dm = Mbig``, ``d = 0``. Otherwise ``q != 0``, and
+``q = RNE(x / S)`` with ``|q| >= 1`` puts ``x' = fl32(q S)`` between 2/3 and 2.0000002 times
+``x``, so ``d <= 2`` and ``|A - B| = Dm * 2**(eb - d - 150)`` with
+``Dm = (Mbig << d) - Msmall`` exact in 26 bits. (A larger ``d`` needs constants that
+``quant_params`` never makes; the value then goes verbatim, which holds the bound.)
 
-With ``k = ee - (eb - min(d, 27))``, ``|A - B| <= E`` becomes ``Dm <= floor(Me * 2**k)`` because
-``Dm`` is an integer. If ``k >= 28`` then E is normal and ``Me * 2**k >= 2**51 > Dm``: accept.
-Otherwise ``floor(Me * 2**k) = (Me << 27) >> (27 - k)``, one right shift of at most 51 places.
-Nothing is wider than 51 bits and no shift exceeds 51 places.
+``E`` is normalised once per chunk, ``E = Me' * 2**(ee' - 150)`` with ``Me'`` in
+``[2**23, 2**24)`` (or 0). With ``k = ee' - (eb - d)``, ``|A - B| <= E`` becomes
+``Dm <= floor(Me' * 2**k)`` because ``Dm`` is an integer. If ``k >= 3`` then
+``Me' * 2**k >= 2**26 > Dm``: accept. Otherwise ``floor(Me' * 2**k) = (Me' << 2) >> (2 - k)``,
+zero from a shift of 26 on. Nothing is wider than 26 bits and no shift exceeds 26 places.
 
 Reconstruction ``x' = fl32(q * S)``: ``P = |q| * Ms`` (51 bits) is normalised to bit 50 by a
 left shift of ``min(clz(P), lim)`` with ``lim = eS + 26``; the limit stops at the subnormal
@@ -108,8 +107,10 @@ _Decoded = wiring.Signature({
     "ms_n": Out(24),  # Ms << ls', its top bit at 23
     "lim_n": Out(9),  # lim - ls' (at least 4: lim >= 27), what is left for |q| and after
     "lim_q": Out(5),  # min(lim_n, 31): |q| (Q_BITS bits) never shifts further
-    "me": Out(24),  # significand of eb_f
-    "ee": Out(8),  # max(biased exponent of eb_f, 1)
+    # The bound E = eb_f = Me 2**(ee - 150), ee = max(biased exponent, 1), normalised like S:
+    # Me' = Me << le (le = clz(Me) in 24 bits), ee' = ee - le.
+    "me_n": Out(24),  # Me'
+    "c2": Out(signed(11)),  # 2 - ee'
     "fill_bits": Out(32),
     "fill_enable": Out(1),
 })
@@ -327,36 +328,41 @@ class _Lane(wiring.Component):
         mb, eb = _mant_exp(b_bits)
         s = st.next(**keep(s, "raw", "fill", "tl", "q"),
                     m_big=Mux(a_big, ma, mb), m_small=Mux(a_big, mb, ma),
+                    small_zero=Mux(a_big, mb == 0, ma == 0),
                     e_big=Mux(a_big, ea, eb), dist=Mux(a_big, ea - eb, eb - ea)[:8])
 
-        # d = min(dist, 27). Both outcomes of dist > 27 are formed beside that comparison and
-        # picked after it, so the shift and the adders do not wait for it.
-        far, near_d = s["dist"] > 27, s["dist"][:5]  # near_d is d whenever not far
-        # r = 27 - k with k = ee - (e_big - d): the right shift that brings Me to Dm's scale.
-        ee = _widen(m, cfg.ee, signed(11))
-        r = _widen(m, Mux(far, s["e_big"] - ee, 27 - ee + s["e_big"] - near_d), signed(11))
+        # Both nonzero means q != 0, and then x' is within a factor 2.0000002 of x (q = RNE(x/S)
+        # with |q| >= 1, x' = fl32(qS)): their exponents differ by d <= 2, and Dm =
+        # (Mbig << d) - Msmall has 26 bits. If one is zero, |A - B| = Mbig 2**(e_big - 150):
+        # d = 0. A larger d would need constants that quant_params never makes; such a value
+        # goes verbatim (`near` clear), which holds the bound.
+        # With E = Me' 2**(ee' - 150) (Me' normalised, _Decoded), |A - B| <= E iff
+        # Dm <= floor(Me' 2**k), k = ee' - e_big + d. For k >= 3 that holds for any 26-bit Dm;
+        # otherwise floor(Me' 2**k) = (Me' << 2) >> r with r = 2 - k = c2 + e_big - d, zero
+        # from r = 26 on. (E = 0 has Me' = 0 and le = 24, so r >= 24: only Dm = 0 passes.)
+        d = _widen(m, Mux(s["small_zero"], 0, s["dist"][:2]), unsigned(2))
         s = st.next(**keep(s, "raw", "fill", "tl", "q"),
-                    big=Mux(far, s["m_big"] << 27, s["m_big"] << near_d)[:51],
-                    small=Mux(far, s["m_small"] != 0, s["m_small"]),
-                    r=r)
+                    near=s["small_zero"] | (s["dist"] <= 2),
+                    big=(s["m_big"] << d)[:26], small=s["m_small"],
+                    r=_widen(m, cfg.c2 + s["e_big"] - d, signed(11)))
 
         r = s["r"]
+        s = st.next(**keep(s, "raw", "fill", "tl", "q", "near"),
+                    dm=(s["big"] - s["small"])[:26],
+                    accept=r < 0,  # k >= 3: E exceeds any 26-bit Dm
+                    r=Mux(r < 0, 0, Mux(r > 26, 26, r))[:5])
+
+        e_wide = Cat(Const(0, 2), cfg.me_n)
+        s = st.next(**keep(s, "raw", "fill", "tl", "q", "near", "dm", "accept"),
+                    fine=s["r"][:3], e=(e_wide >> (s["r"][3:5] * 8))[:26])
+
+        s = st.next(**keep(s, "raw", "fill", "tl", "q", "near", "dm", "accept"),
+                    e=(s["e"] >> s["fine"])[:26])
+
+        # The comparison gets a stage of its own: with the kind's select and the output
+        # buffer's after it, it was the core's slowest path (12.1 ns, 51 bits wide then).
         s = st.next(**keep(s, "raw", "fill", "tl", "q"),
-                    dm=(s["big"] - s["small"])[:51],
-                    accept=r < 0,  # k >= 28: E exceeds any 51-bit Dm
-                    r=Mux(r < 0, 0, Mux(r > 51, 51, r))[:6])
-
-        e_wide = Cat(Const(0, 27), cfg.me)
-        s = st.next(**keep(s, "raw", "fill", "tl", "q", "dm", "accept"), fine=s["r"][:3],
-                    e=(e_wide >> (s["r"][3:6] * 8))[:51])
-
-        s = st.next(**keep(s, "raw", "fill", "tl", "q", "dm", "accept"),
-                    e=(s["e"] >> s["fine"])[:51])
-
-        # The 51-bit comparison gets a stage of its own: with the kind's select and the output
-        # buffer's after it, it was the core's slowest path (12.1 ns).
-        s = st.next(**keep(s, "raw", "fill", "tl", "q"),
-                    within=s["accept"] | (s["dm"] <= s["e"]))
+                    within=s["near"] & (s["accept"] | (s["dm"] <= s["e"])))
         kind = Mux(s["fill"], Kind.FILL, Mux(s["tl"] | ~s["within"], Kind.VERBATIM, Kind.NORMAL))
         s = st.next(kind=kind, word=Mux(kind == Kind.NORMAL, s["q"].as_unsigned(), s["raw"]))
 
@@ -471,8 +477,6 @@ class Quantizer(wiring.Component):
             decoded.e0_low.eq(self.cfg.recip_exp >= 148),  # 149 - Ce <= 1
             decoded.e0_high.eq(self.cfg.recip_exp <= 86),  # 87 - Ce >= 1
             decoded.e0_big.eq(self.cfg.recip_exp >= 149),  # 149 - Ce < 1
-            decoded.me.eq(me),
-            decoded.ee.eq(ee),
             decoded.fill_bits.eq(self.cfg.fill_bits),
             decoded.fill_enable.eq(self.cfg.fill_enable),
         ]
@@ -480,7 +484,15 @@ class Quantizer(wiring.Component):
         ms_reg = Signal(24, name="decoded_ms")
         lim_reg = Signal(9, name="decoded_lim")
         ls = Signal(5, name="decoded_ls")
-        m.d.sync += [ms_reg.eq(ms), lim_reg.eq(es + 26), ls.eq(_clz(m, ms))]
+        me_reg = Signal(24, name="decoded_me")
+        ee_reg = Signal(8, name="decoded_ee")
+        le = Signal(5, name="decoded_le")
+        m.d.sync += [ms_reg.eq(ms), lim_reg.eq(es + 26), ls.eq(_clz(m, ms)),
+                     me_reg.eq(me), ee_reg.eq(ee), le.eq(_clz(m, me))]
+        m.d.sync += [
+            decoded.me_n.eq((me_reg << le)[:24]),
+            decoded.c2.eq(2 - ee_reg + le),
+        ]
         lim_n = _widen(m, lim_reg - ls, unsigned(9))
         m.d.sync += [
             decoded.ms_n.eq((ms_reg << ls)[:24]),
