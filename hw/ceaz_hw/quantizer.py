@@ -299,11 +299,14 @@ class _Lane(wiring.Component):
         s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero", "room"), **terms)
 
         prod = _widen(m, s["hhll"] + (s["mid"] << lo), unsigned(51))  # nq * Ms' < 2**51
+        # The product's bits lo .. 24 on their own (the low bits of the cross terms' sum).
+        low_sum = _widen(m, s["hhll"][lo:25] + s["mid"][: 25 - lo], unsigned(25 - lo))
         # The sticky OR of the bits below both guard places is taken here, from the adder's
         # low bits, which settle early: in front of the rounding adders it was the four-lane
         # worst path at 69aa78c (10.6 ns, 94.1 MHz).
         s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero"), norm=prod,
-                    sticky25=prod[:25] != 0, room=s["room"], one=s["room"] != 0)
+                    sticky25=(s["hhll"][:lo] != 0) | (low_sum[: 25 - lo] != 0),
+                    room=s["room"], one=s["room"] != 0)
 
         # The last place: taken if bit 50 is clear and the limit leaves room. Then the top 24
         # bits, rounded RNE with the guard bit and the sticky OR below it. Both outcomes are
