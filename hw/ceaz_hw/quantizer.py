@@ -138,6 +138,15 @@ def _clz(m, value):
     return _widen(m, pairs[0][1], unsigned(max(len(bits).bit_length() - 1, 1)))
 
 
+def _normalise(m, mant, name):
+    """A 24-bit significand's leading zeros in a register, and the significand shifted up by
+    them from a register: its top bit at 23 a stage later (0 stays 0, with 24 zeros)."""
+    held = Signal(24, name=f"decoded_{name}")
+    zeros = Signal(5, name=f"decoded_{name}_zeros")
+    m.d.sync += [held.eq(mant), zeros.eq(_clz(m, mant))]
+    return (held << zeros)[:24], zeros
+
+
 def _widen(m, value, shape):
     """``value`` as a signal of ``shape`` (zero- or sign-extended), for arithmetic that must
     not wrap at the operands' own width."""
@@ -492,22 +501,19 @@ class Quantizer(wiring.Component):
             decoded.fill_bits.eq(self.cfg.fill_bits),
             decoded.fill_enable.eq(self.cfg.fill_enable),
         ]
-        # S's significand normalised, a stage later (CONFIG_LATENCY): its leading zeros first.
-        ms_reg = Signal(24, name="decoded_ms")
+        # The significands of S and eb_f normalised, a stage later (CONFIG_LATENCY).
+        ms_n, ls = _normalise(m, ms, "ms")
+        me_n, le = _normalise(m, me, "me")
         lim_reg = Signal(9, name="decoded_lim")
-        ls = Signal(5, name="decoded_ls")
-        me_reg = Signal(24, name="decoded_me")
         ee_reg = Signal(8, name="decoded_ee")
-        le = Signal(5, name="decoded_le")
-        m.d.sync += [ms_reg.eq(ms), lim_reg.eq(es + 26), ls.eq(_clz(m, ms)),
-                     me_reg.eq(me), ee_reg.eq(ee), le.eq(_clz(m, me))]
+        m.d.sync += [lim_reg.eq(es + 26), ee_reg.eq(ee)]
         m.d.sync += [
-            decoded.me_n.eq((me_reg << le)[:24]),
+            decoded.me_n.eq(me_n),
             decoded.c2.eq(2 - ee_reg + le),
         ]
         lim_n = _widen(m, lim_reg - ls, unsigned(9))
         m.d.sync += [
-            decoded.ms_n.eq((ms_reg << ls)[:24]),
+            decoded.ms_n.eq(ms_n),
             decoded.lim_n.eq(lim_n),
             decoded.lim_q.eq(Mux(lim_n > 31, 31, lim_n)),
         ]
