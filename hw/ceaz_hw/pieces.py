@@ -171,10 +171,12 @@ class Pieces(wiring.Component):
         for j in range(lanes):
             lane = x.lanes[j]
             verbatim, outlier = lane.esc == Escape.VERBATIM, lane.esc == Escape.OUTLIER
-            code = Mux(verbatim, lane.bits[RAW_BITS:], Mux(outlier, lane.bits[31 : 31 + mcl],
+            ob = fmt.OUTLIER_BITS
+            code = Mux(verbatim, lane.bits[RAW_BITS:], Mux(outlier, lane.bits[ob : ob + mcl],
                                                           lane.bits[:mcl]))[:mcl]
-            assert fmt.OUTLIER_BITS == 31
-            raw = Mux(verbatim, lane.bits[:RAW_BITS], Cat(Const(0, 1), lane.bits[:31]))
+            # The raw field left-aligned in RAW_BITS (an outlier's has zeros below it).
+            raw = Mux(verbatim, lane.bits[:RAW_BITS],
+                      Cat(Const(0, RAW_BITS - ob), lane.bits[:ob]))
             pieces = [(lane_field(code, code_len[j], v), code_len[j], Const(1))]
             for k in range(1, per):  # the raw field's bits (k - 1)V .. kV - 1, from its top
                 top, bottom = RAW_BITS - (k - 1) * v, max(RAW_BITS - k * v, 0)
