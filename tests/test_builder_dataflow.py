@@ -144,7 +144,7 @@ def build(hist: np.ndarray, max_len: int = fmt.MAX_CODE_LEN) -> tuple[np.ndarray
     depths = huffman._huffman_depths(weights[descending[::-1]])
     assert leaves_per_depth(weights[descending[::-1]], DEPTH_COUNTERS) == np.bincount(
         depths, minlength=DEPTH_COUNTERS).tolist()
-    cycles += 4 * (n - 1) + (n - 2) + 4  # merge (two clocks per take), depths, leaves
+    cycles += 4 * (n - 1) + (n - 2) + 5  # merge (two clocks per take, one fill), depths, leaves
     bl_count = np.bincount(depths, minlength=DEPTH_COUNTERS)
     assert len(bl_count) == DEPTH_COUNTERS, "more depth counters needed"
     limited, limit_clocks = k3_limit(bl_count.tolist(), max_len)

@@ -329,16 +329,20 @@ class CodebookBuilder(wiring.Component):
 
         # Pipeline registers shared by the phases (each phase uses the ones it needs).
         s1_idx, s2_idx = Signal.like(idx), Signal.like(idx)
-        # Both tables' reads; no reset, so that the synthesis flow makes them the block RAMs'
-        # output registers (bitstreams/outreg.py).
+        # Both tables' first read ports, registered on every clock (the scatter, the merge and
+        # the hand-out take them from here); no reset, so that the synthesis flow makes them
+        # the block RAMs' output registers (bitstreams/outreg.py).
         s1_raw = [Signal(sw + ww, name=f"s1_raw{k}", reset_less=True) for k in range(2)]
         s2_elem, s3_elem, s4_elem, s5_elem = (Signal(sw + ww, name=f"s{k}_elem")
                                               for k in (2, 3, 4, 5))
         # The depth pass's parent, node and root flag in its later stages, its last write.
-        s2_parent, s3_parent, s4_parent = (Signal(sw, name=f"s{k}_parent") for k in (2, 3, 4))
+        # (s2_parent and s4_depth take the tables' reads: no reset, as s1_raw.)
+        s2_parent = Signal(sw, reset_less=True)
+        s3_parent, s4_parent = (Signal(sw, name=f"s{k}_parent") for k in (3, 4))
         s3_idx, s4_idx, last_idx, prev_idx = (Signal.like(idx) for _ in range(4))
         s3_root, s4_root = Signal(), Signal()
-        s4_depth, last_depth, prev_depth = (Signal(depth_width) for _ in range(3))
+        s4_depth = Signal(depth_width, reset_less=True)
+        last_depth, prev_depth = Signal(depth_width), Signal(depth_width)
         # Stage 4's forwarding decisions, compared in stage 3 (see "DEPTH").
         s4_from_last, s4_from_prev = Signal(), Signal()
         m.d.sync += [s1_idx.eq(idx), s2_idx.eq(s1_idx)]
@@ -402,7 +406,6 @@ class CodebookBuilder(wiring.Component):
                 # neither the select nor the bucket's address is on a block RAM's output path
                 # (at full size the tables sit far apart).
                 s1_elem = Mux(src, s1_raw[1], s1_raw[0])
-                m.d.sync += [s1_raw[k].eq(elem[k][0].data) for k in range(2)]
                 m.d.sync += [s2_elem.eq(s1_elem), s3_elem.eq(s2_elem), s4_elem.eq(s3_elem),
                              s5_elem.eq(s4_elem)]
                 with m.Switch(digit):
@@ -440,14 +443,21 @@ class CodebookBuilder(wiring.Component):
             node_h = Signal(self.node_width)
             leaves_left = Signal()  # registered in capture: leaf < n
             queue_empty = Signal()  # registered in capture: node == made
-            leaf_addr = Signal(sw)  # the next leaf's address (n - 1 - leaf), and the one after
-            leaf_addr_next = Signal(sw)
+            # The next leaf's address (n - 1 - leaf) and the two after it, registered in
+            # capture; the reads' addresses, set in decide: the next leaf's and the one after.
+            leaf_addr, leaf_addr_next, leaf_addr_next2 = (Signal(sw, name=f"leaf_addr{k}")
+                                                          for k in range(3))
+            head_addr, head_addr_next = Signal(sw), Signal(sw)
             node_addr_next = Signal(range(n))  # node + 1
             leaf_next = Signal(range(n + 1))  # leaf + 1 (the take picks counts, adds nothing)
             # The last take was an internal node (cleared for the first heads: the leaf comes
             # from the "next" port, the node from the other).
             node_taken_r = Signal()
-            sorted_rp, sorted_next_rp = elem[1][:2]  # the last pass's output
+            # The last pass's output, both read ports' registers (shared with the scatter and
+            # the hand-out: a port's data drives one register only, or the flow cannot make
+            # it the block RAM's output register).
+            sorted_rp, sorted_next_rp = elem[1][:2]
+            sorted_q, sorted_next_q = s1_raw[1], Signal(sw + ww, reset_less=True)
             # The node queue's reads, each into a register of its own (the flow makes them
             # the block RAM's output registers); the value the last node write stored, and
             # whether that write landed in the last capture (the reads then missed it).
@@ -457,37 +467,44 @@ class CodebookBuilder(wiring.Component):
             stored_w = Signal(self.node_width)
             stored_now = Signal()
 
-            def read_leaf(ascending):
-                m.d.comb += sorted_next_rp.addr.eq(n - 1 - ascending)
-
             with m.State("MERGE_START"):
-                read_leaf(0)  # no node yet: the first capture finds the node queue empty
+                # The first leaf (ascending) is read now on the "next" port, and reaches its
+                # register after MERGE_FILL; no node yet: the first capture finds the node
+                # queue empty.
+                m.d.comb += sorted_next_rp.addr.eq(n - 1)
                 m.d.sync += [leaf.eq(0), node.eq(0), made.eq(0), second.eq(0), capture.eq(1),
-                             decided.eq(0), node_taken_r.eq(0)]
+                             decided.eq(0), node_taken_r.eq(0),
+                             head_addr.eq(n - 1), head_addr_next.eq(n - 2)]
                 # The depth pass's start, set here: the merge's last take then changes the
                 # state alone, not 30 counters as well.
                 m.d.sync += [idx.eq(n - 3), remaining.eq(n - 2), pipe.eq(0)]
                 m.d.sync += [inner[0].eq(1)] + [c.eq(0) for c in inner[1:]]
+                m.next = "MERGE_FILL"
+
+            with m.State("MERGE_FILL"):
                 m.next = "MERGE"
 
-            # Two clocks per take. ``capture`` registers the heads (the leaf from a read port,
-            # the node from the node queue's read registers) and records the last take: its
-            # parent, and after a node's second take the node. ``decide`` compares the
-            # registered heads. The leaf table has a second read port, so both outcomes' next
-            # leaves are read in ``decide`` at addresses from registers, and ``capture`` picks
-            # by the registered decision: its output reaches only a 2:1 select and a register,
-            # and a comparison only registers (when the comparison chose the address, its
-            # select tree was the smoke core's worst path). The node queue is read a clock
-            # earlier, in ``capture``, at the head and the one after (``node`` only changes in
-            # ``decide``), so its block RAM has its output register: it reached the head's
-            # select 5.8 ns after the clock and set the full-size Fmax. Two writes are then
-            # newer than those reads, both bypassed: the node the last take completes (it lands
-            # in this capture) and the one written in the last capture.
+            # Two clocks per take. ``capture`` registers the heads (both from read registers)
+            # and records the last take: its parent, and after a node's second take the node.
+            # ``decide`` compares the registered heads. Both tables are read in ``capture``,
+            # a take ahead, so that each block RAM has its output register (a read reached
+            # the head's select 5.8 ns after the clock and set the full-size Fmax, first the
+            # node queue's, then the leaves' at ce2c483): the node queue at the head and the
+            # one after (``node`` only changes in ``decide``), the leaf table, on its second
+            # port, at both outcomes' next leaves, ``leaf`` and ``leaf + 1``, from address
+            # registers that ``decide`` sets. The next ``capture`` picks by the registered
+            # decision, so a read register reaches only a 2:1 select and a register, and the
+            # comparison only registers (when it chose a table's address directly, its select
+            # tree was the smoke core's worst path). Two node writes are newer than the node
+            # queue's reads, both bypassed: the node the last take completes (it lands in
+            # this capture) and the one written in the last capture.
             with m.State("MERGE"):
                 m.d.sync += capture.eq(~capture)
                 with m.If(capture):
-                    m.d.comb += [node_rp.addr.eq(node), node_next_rp.addr.eq(node + 1)]
-                    _, leaf_w = unpack(Mux(node_taken_r, sorted_rp.data, sorted_next_rp.data))
+                    m.d.comb += [node_rp.addr.eq(node), node_next_rp.addr.eq(node + 1),
+                                 sorted_rp.addr.eq(head_addr),
+                                 sorted_next_rp.addr.eq(head_addr_next)]
+                    _, leaf_w = unpack(Mux(node_taken_r, sorted_q, sorted_next_q))
                     completed = decided & second & (node == made)
                     stored_last = stored_now & (node == made - 1)
                     made_next = made + (decided & second)
@@ -501,6 +518,7 @@ class CodebookBuilder(wiring.Component):
                                  queue_empty.eq(node == made_next),
                                  leaf_addr.eq(n - 1 - leaf),
                                  leaf_addr_next.eq(n - 2 - leaf),
+                                 leaf_addr_next2.eq(n - 3 - leaf),
                                  node_addr_next.eq(node + 1),
                                  leaf_next.eq(leaf + 1),
                                  stored_now.eq(node_we)]  # the write landing now, next time
@@ -512,9 +530,9 @@ class CodebookBuilder(wiring.Component):
                                 m.next = "DEPTH"
                 with m.Else():
                     take_leaf = leaves_left & (queue_empty | (leaf_h <= node_h))
-                    m.d.comb += [sorted_rp.addr.eq(leaf_addr),
-                                 sorted_next_rp.addr.eq(leaf_addr_next)]
                     m.d.sync += [
+                        head_addr.eq(Mux(take_leaf, leaf_addr_next, leaf_addr)),
+                        head_addr_next.eq(Mux(take_leaf, leaf_addr_next2, leaf_addr_next)),
                         taken_w_r.eq(Mux(take_leaf, leaf_h, node_h)),
                         node_taken_r.eq(~take_leaf),
                         leaf.eq(Mux(take_leaf, leaf_next, leaf)),
@@ -668,14 +686,13 @@ class CodebookBuilder(wiring.Component):
             with m.State("HANDOUT"):
                 issue = issue_until(n)
                 m.d.comb += sorted_rp.addr.eq(idx)
-                sym, _ = unpack(sorted_rp.data)
+                sym_r, _ = unpack(sorted_q)  # the table's output register
                 above = Signal(max_len)  # rank >= cum[k], compared a clock ahead
                 m.d.sync += above.eq(Cat(idx >= cum[k] for k in range(1, max_len + 1)))
                 # Symbol and length registered, then written: the table's output reaches
                 # only a register, not the lengths table's address.
-                sym_r, length_r = Signal(sw, reset_less=True), Signal(LENGTH_BITS)
-                m.d.sync += [sym_r.eq(sym),
-                             length_r.eq(1 + sum(above[k] for k in range(max_len - 1)))]
+                length_r = Signal(LENGTH_BITS)
+                m.d.sync += length_r.eq(1 + sum(above[k] for k in range(max_len - 1)))
                 m.d.comb += [length_wp.addr.eq(sym_r), length_wp.data.eq(length_r),
                              length_wp.en.eq(pipe[1])]
                 m.d.sync += pipe.eq(Cat(issue, pipe[0]))
@@ -733,7 +750,9 @@ class CodebookBuilder(wiring.Component):
             node_wp.data.eq(made_w),
             node_wp.en.eq(node_we),
         ]
-        m.d.sync += [node_q.eq(node_rp.data), node_next_q.eq(node_next_rp.data)]
+        m.d.sync += [node_q.eq(node_rp.data), node_next_q.eq(node_next_rp.data),
+                     sorted_next_q.eq(sorted_next_rp.data)]
+        m.d.sync += [raw.eq(elem[k][0].data) for k, raw in enumerate(s1_raw)]
         with m.If(node_we):
             m.d.sync += stored_w.eq(made_w)
 
