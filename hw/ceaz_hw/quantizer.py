@@ -238,34 +238,41 @@ class _Lane(wiring.Component):
         # floor(Mx Cm / 2**sh') >= 2**Q_BITS iff the product's top bit p >= Q_BITS + sh'. For a
         # normal x, p is 54 or 55 (Mx >= 2**23, Cm >= 2**31); for a subnormal one no shift
         # from quant_params (Ce <= 118, so sh' >= 31) leaves more than 24 bits. So the two
-        # outcomes are flags here, and the shifters below only form the Q_BITS + 1 bits that
-        # a q that fits has (the guard and the floor), not all 56. Constants outside these
-        # premises (quant_params makes none) could only send values verbatim: a missed
-        # overflow leaves q wrapped at 2**Q_BITS, which the bound check rejects, and a false
-        # one is verbatim itself. The bound holds either way.
+        # outcomes are flags here: ``under`` (sh' - 1 < WINDOW, too large even for p = 54)
+        # and ``over55``. Any q that fits thus has sh' - 1 >= WINDOW, and the shifters below
+        # only see the product's bits from WINDOW up (29, not 56) and form the Q_BITS + 1
+        # bits of such a q (the guard and the floor). Constants outside these premises
+        # (quant_params makes none) could only send values verbatim: a missed overflow leaves
+        # q wrapped at 2**Q_BITS, which the bound check rejects, and a false one is verbatim
+        # itself. The bound holds either way.
+        window = 54 - Q_BITS  # p = 54 fits iff sh' - 1 >= 54 - Q_BITS
         normal, shm1 = s["raw"][23:31] != 0, s["shm1"]
-        s = st.next(**keep(s, "raw", "fill", "tl", "shm1"),
-                    over54=normal & (shm1 <= 54 - Q_BITS - 1),  # p = 54: sh' <= p - Q_BITS
+        s = st.next(**keep(s, "raw", "fill", "tl"),
+                    under=shm1 < window,
                     over55=normal & (shm1 <= 55 - Q_BITS - 1),
+                    shw=(shm1 - window)[:6],  # 0 .. 62 - window for a q that may fit
                     **_partial_products(s["mx"], cfg.cm, 12, 16))
 
         terms, lo = _sum_cross_terms(s, 12, 16)
-        s = st.next(**keep(s, "raw", "fill", "tl", "shm1", "over54", "over55"), **terms)
+        s = st.next(**keep(s, "raw", "fill", "tl", "under", "over55", "shw"), **terms)
 
         prod = _widen(m, s["hhll"] + (s["mid"] << lo), unsigned(56))  # Mx * Cm < 2**56
-        s = st.next(**keep(s, "raw", "fill", "tl", "shm1", "over54", "over55"), prod=prod)
+        s = st.next(**keep(s, "raw", "fill", "tl", "under", "over55", "shw"), prod=prod)
 
-        # Coarse shift by a multiple of 8, with the OR of the bytes shifted out; it keeps the
+        # Coarse shift of the product's bits from WINDOW up by a multiple of 8, with the OR
+        # of the bits shifted out (all below WINDOW, and the bytes above it); it keeps the
         # Q_BITS + 1 bits and the 7 more that the fine shift may move down.
-        coarse = s["shm1"][3:6]
-        byte_nz = Cat(s["prod"][8 * i : 8 * i + 8] != 0 for i in range(7))
+        prod, coarse = s["prod"], s["shw"][3:6]
+        top = prod[window:]
+        byte_nz = Cat(top[8 * i : 8 * i + 8] != 0 for i in range(-(-len(top) // 8)))
         sticky = Signal()
-        for i in range(1, 8):
+        m.d.comb += sticky.eq(prod[:window] != 0)
+        for i in range(1, len(byte_nz) + 1):
             with m.If(coarse == i):
-                m.d.comb += sticky.eq(byte_nz[:i] != 0)
-        s = st.next(**keep(s, "raw", "fill"), fine=s["shm1"][:3],
-                    tl=s["tl"] | Mux(s["prod"][55], s["over55"], s["over54"]),
-                    t=(s["prod"] >> (coarse * 8))[: Q_BITS + 8], sticky=sticky)
+                m.d.comb += sticky.eq((prod[:window] != 0) | (byte_nz[:i] != 0))
+        s = st.next(**keep(s, "raw", "fill"), fine=s["shw"][:3],
+                    tl=s["tl"] | s["under"] | (prod[55] & s["over55"]),
+                    t=_widen(m, top >> (coarse * 8), unsigned(Q_BITS + 8)), sticky=sticky)
 
         fine, t = s["fine"], s["t"]
         low_nz = Signal()
