@@ -8,14 +8,16 @@ CRC on the fly, on the bytes it emits, so that the host only has to append it (o
 The arithmetic comes from :mod:`amaranth.lib.crc`: the algorithm is its catalog entry
 ``CRC32_ISO_HDLC``, and the parallel update matrices are derived at elaboration time by running
 :meth:`amaranth.lib.crc.Parameters.compute` (its public bit-serial reference model) on unit
-vectors. A single :class:`amaranth.lib.crc.Processor` cannot be used directly, because it
-consumes a fixed number of bits per word, while the last beat of a stream may hold fewer
-than ``width`` bytes: here the CRC register feeds one parallel update network per valid byte
-count (``granule``, ``2 granule``, ... ``width``), and ``n_bytes`` selects which result is
-kept. A producer whose beats only ever end on a coarser boundary (the packer pads its payload
-to 8-byte groups) sets ``granule`` to it: every network costs logic on the chip and a full
-evaluation on every clock of a Verilator model, so the byte-granular networks it never uses
-would be pure waste (they were about a quarter of the simulated card's time).
+vectors. A single :class:`amaranth.lib.crc.Processor` cannot be used directly, because the
+final beat of a stream may hold fewer than ``width`` bytes. Here one network updates the
+register with a whole beat, zeros included, and a final beat of ``n`` bytes is undone at the
+output: appending ``k`` zero bytes multiplies the register by an invertible matrix ``A_k``, so
+the CRC of the ``n`` bytes is ``A_k^-1`` applied to the register (``k = width - n``, one
+32 x 32 matrix per multiple of ``granule``). One network per valid byte count instead, selected
+by ``n_bytes``, was three quarters of this unit at 32 bytes a beat (3.6 k LUT4 with four
+networks), and the correction sits after the register, not in the loop. So only a stream's
+final non-empty beat may be partial, and its bytes from ``n_bytes`` on must be zero (the
+packer pads its payload with zeros to 8-byte groups, ``granule``).
 
 Interface (``clk``/``rst`` synchronous, active high; ports ``i__payload``, ``i__valid``,
 ``i__ready``, ``crc``, ``crc_valid`` in Verilog):
@@ -23,22 +25,22 @@ Interface (``clk``/``rst`` synchronous, active high; ports ``i__payload``, ``i__
 * ``i``: a :mod:`amaranth.lib.stream` of :func:`beat_layout` beats. ``data`` holds byte ``k``
   of the beat in bits ``8k .. 8k+7``; **byte 0 (the least significant byte) is the first byte
   of the stream** -- little-endian, as on an AXI-Stream ``tdata`` bus. ``n_bytes`` (0 to
-  ``width``) counts the valid bytes, which are always bytes ``0 .. n_bytes-1``; the others are
-  ignored. Any beat may be partial, not only the last, in multiples of ``granule`` bytes;
-  an ``n_bytes`` above ``width`` or not a multiple of ``granule`` counts as ``width``.
-  ``last`` ends the stream. An empty stream is one beat with ``n_bytes = 0`` and ``last = 1``
-  (its CRC is 0).
+  ``width``) counts the valid bytes, which are always bytes ``0 .. n_bytes-1``; the others must
+  be zero. Beats are full or empty (``n_bytes = 0``, anywhere), except the stream's final
+  non-empty beat, which may hold any multiple of ``granule`` bytes; an ``n_bytes`` above
+  ``width`` or not a multiple of ``granule`` counts as ``width``. ``last`` ends the stream.
+  An empty stream is one beat with ``n_bytes = 0`` and ``last = 1`` (its CRC is 0).
 * ``i.ready`` is always 1: one beat is accepted on every clock with ``i.valid`` (no
   backpressure). Producers should still honour ``ready``, so that a later version may stall.
-* ``crc`` is the CRC of the stream so far (meaningful once ``crc_valid`` is 1);
-  ``crc_valid`` rises on the clock after the ``last`` beat is accepted and stays high, with
-  ``crc`` held, until the first beat of the next stream is accepted. If that beat follows the
-  ``last`` beat directly, ``crc_valid`` is a single-cycle pulse, so a consumer must capture
-  ``crc`` in the cycle where ``crc_valid`` is 1. A new stream always starts from the initial
-  value; there is no need to reset between streams.
+* ``crc`` is the CRC of the stream, valid while ``crc_valid`` is 1. Both are registers:
+  ``crc_valid`` rises two clocks after the ``last`` beat is accepted and stays high, with
+  ``crc`` held, until the clock after the first beat of the next stream is accepted. If that
+  beat follows the ``last`` beat directly, ``crc_valid`` is a single-cycle pulse, so a consumer
+  must capture ``crc`` in the cycle where ``crc_valid`` is 1. A new stream always starts from
+  the initial value; there is no need to reset between streams.
 
 The critical path is the CRC register through one XOR network (at most 32 + 8 * ``width``
-inputs per bit) and a ``width / granule + 1``-way select back into the register.
+inputs per bit) and a three-way select (update, hold, restart) back into the register.
 """
 
 from __future__ import annotations
@@ -48,7 +50,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.crc import Algorithm, catalog
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["StreamCRC", "beat_layout", "update_matrices"]
+__all__ = ["StreamCRC", "beat_layout", "gf2_inverse", "update_matrices"]
 
 #: zlib's CRC-32 (reflected polynomial 0xEDB88320, initial value and final XOR 0xFFFFFFFF).
 CRC32 = catalog.CRC32_ISO_HDLC
@@ -113,6 +115,23 @@ def update_matrices(nbytes: int, algorithm: Algorithm = CRC32) -> list[int]:
     ]
 
 
+def gf2_inverse(rows: list[int]) -> list[int]:
+    """The inverse of a square matrix over GF(2), row ``i`` given as a mask of its columns
+    (Gauss-Jordan elimination); raises ``ValueError`` if it is singular."""
+    n = len(rows)
+    # Each row with the identity's row beside it, above bit n.
+    work = [row | 1 << (n + i) for i, row in enumerate(rows)]
+    for col in range(n):
+        pivot = next((r for r in range(col, n) if work[r] >> col & 1), None)
+        if pivot is None:
+            raise ValueError("the matrix is singular over GF(2)")
+        work[col], work[pivot] = work[pivot], work[col]
+        for r in range(n):
+            if r != col and work[r] >> col & 1:
+                work[r] ^= work[col]
+    return [row >> n for row in work]
+
+
 class StreamCRC(wiring.Component):
     """CRC of a byte stream, ``width`` bytes per beat, one beat per clock.
 
@@ -150,6 +169,9 @@ class StreamCRC(wiring.Component):
 
         state = Signal(nbits, init=init.value)
         done = Signal()  # the last beat has been accepted: `state` holds a finished CRC
+        # Zero bytes the stream's final non-empty beat appended to its data (0 if it was full):
+        # undone at the output.
+        pad = Signal(range(max(self.width, 2)))  # one bit even for one byte a beat
         source = Signal(nbits)
         beat = self.i.payload
 
@@ -157,30 +179,38 @@ class StreamCRC(wiring.Component):
             self.i.ready.eq(1),
             # A beat after `last` (or the first after reset) starts from the initial value.
             source.eq(Mux(done, init, state)),
-            self.crc.eq(state ^ self.algorithm.xor_output),
-            self.crc_valid.eq(done),
         ]
 
-        # One update network per byte count; `nexts[n]` is the state after n more bytes.
-        nexts = {0: source}
-        for nbytes in range(self.granule, self.width + 1, self.granule):
-            payload = beat.data[: 8 * nbytes]
-            nxt = Signal(nbits, name=f"after_{nbytes}")
-            for i, mask in enumerate(update_matrices(nbytes, self.algorithm)):
-                # Separate state and data taps: the state's reduction stays in one word.
-                state_taps = mask & ((1 << nbits) - 1)
-                data_taps = mask >> nbits
-                m.d.comb += nxt[i].eq((source & state_taps).xor() ^ (payload & data_taps).xor())
-            nexts[nbytes] = nxt
+        # The state after a whole beat, zeros included.
+        after = Signal(nbits)
+        for i, mask in enumerate(update_matrices(self.width, self.algorithm)):
+            # Separate state and data taps: the state's reduction stays in one word.
+            state_taps = mask & ((1 << nbits) - 1)
+            data_taps = mask >> nbits
+            m.d.comb += after[i].eq((source & state_taps).xor() ^ (beat.data & data_taps).xor())
 
         with m.If(self.i.valid & self.i.ready):
             m.d.sync += done.eq(beat.last)
-            with m.Switch(beat.n_bytes):
-                for nbytes, nxt in nexts.items():
-                    with m.Case(nbytes):
-                        m.d.sync += state.eq(nxt)
-                with m.Default():
-                    m.d.sync += state.eq(nexts[self.width])
+            with m.If(beat.n_bytes == 0):
+                m.d.sync += [state.eq(source), pad.eq(Mux(done, 0, pad))]
+            with m.Else():
+                m.d.sync += [state.eq(after), pad.eq(0)]
+                with m.Switch(beat.n_bytes):
+                    for n in range(self.granule, self.width, self.granule):
+                        with m.Case(n):
+                            m.d.sync += pad.eq(self.width - n)
 
+        # The output: the padding's zero bytes undone (A_k^-1), then the final XOR.
+        mask = (1 << nbits) - 1
+        corrected = Signal(nbits)
+        with m.Switch(pad):
+            with m.Case(0):
+                m.d.comb += corrected.eq(state)
+            for k in range(self.granule, self.width, self.granule):
+                zeros = [row & mask for row in update_matrices(k, self.algorithm)]
+                with m.Case(k):
+                    for i, row in enumerate(gf2_inverse(zeros)):
+                        m.d.comb += corrected[i].eq((state & row).xor())
+        m.d.sync += [self.crc.eq(corrected ^ self.algorithm.xor_output),
+                     self.crc_valid.eq(done)]
         return m
-
