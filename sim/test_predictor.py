@@ -168,7 +168,10 @@ def shapes(lanes: int) -> list[tuple[int, int, int]]:
     two_d = [(1, 7, 1), (1, 3, 2), (1, 5, 3), (1, 4, 13), (1, 9, 17), (1, 6, MAX_LINE),
              (1, 3, max(n - 1, 1)), (1, 40, 5), (1, 3, n + 3), (1, 5, n)]
     three_d = [(2, 2, 2), (3, 4, 5), (5, 3, 7), (7, 1, 1), (4, 1, 1), (3, 2, 1), (5, 1, 7),
-               (3, 1, MAX_PLANE), (2, 16, MAX_LINE), (2, 33, 31), (6, 5, 9), (3, 7, n + 1)]
+               (3, 1, MAX_PLANE), (2, 16, MAX_LINE), (2, 33, 31), (6, 5, 9), (3, 7, n + 1),
+               # a plane of exactly one beat, one value more, one less, and a line less
+               # than a beat in a plane of more
+               (3, 2, max(n // 2, 1)), (3, 1, n + 1), (4, 1, max(n - 1, 1)), (3, 5, max(n - 3, 1))]
     return one_d + two_d + three_d
 
 

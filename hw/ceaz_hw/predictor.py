@@ -38,12 +38,20 @@ the write stays one stage after the read, so the bookkeeping above does not chan
 Positions
 ---------
 ``x > 0`` iff ``i mod cx != 0``, ``y > 0`` iff ``(i mod cy cx) >= cx`` and ``z > 0`` iff
-``i >= cy cx``. Each lane keeps ``i mod cx`` and ``i mod cy cx`` in counters that advance by
-``N mod cx`` and ``N mod cy cx`` per beat (one conditional subtraction, since the step is below
-the modulus), and a sticky flag for ``z > 0`` set when its plane counter wraps. At a chunk's
-first beat the predictor stalls its input for :data:`INIT_CLOCKS` clocks while a short
-register chain derives those constants from the configuration ports (a product and small
-remainders), then loads the counters.
+``i >= cy cx``. A beat's lanes are ``i + j``, ``j < N``, with ``i`` its first position. When the
+modulus is at least N, a beat crosses at most one line (or plane) start, and counters per beat
+suffice: ``L = cx - i mod cx`` (in ``1 .. cx``) puts the start in lane ``L`` (and in lane 0 if
+``i`` is one); ``P = cy cx - i mod cy cx`` puts lanes ``j >= P`` in the next plane, where
+``y > 0`` iff ``j >= P + cx``, while before it ``y > 0`` iff ``j >= P - (cy cx - cx)``; and
+``z > 0`` iff ``i >= cy cx`` or ``j >= P``. Each distance shrinks by N a beat and grows by the
+modulus when a start is passed, and each lane compares it with the constant ``j`` in
+``log2(N)`` bits (beside one shared test of the bits above). A box with ``cx < N`` (or
+``cy cx < N``) has several starts in a beat: then each lane counts ``i mod cx`` (and
+``i mod cy cx``) itself, advancing by ``N mod cx`` a beat with one conditional subtraction,
+in ``log2(N)`` bits, as the modulus is below N. (Full-width counters in every lane were 2.6 k
+LUT4 at 16 lanes.) At a chunk's first beat the predictor stalls its input for
+:data:`INIT_CLOCKS` clocks while a short register chain derives the constants from the
+configuration ports (a product and small remainders), then loads the counters.
 
 Pipeline
 --------
@@ -341,18 +349,28 @@ class _Core(wiring.Component):
         pp_hl = _reg(m, cx1[13:] * cy1[:13], "cfg_pp_hl", reset_less=True)
         pp_lh = _reg(m, cx1[:13] * cy1[13:], "cfg_pp_lh", reset_less=True)
         cx2 = _reg(m, cx1, "cfg_cx2")
-        x_start = _regs(m, [_small_mod(cx2, n, j) for j in lanes], "cfg_x_start", BOX_BITS)
-        x_step = _reg(m, _small_mod(cx2, n, n), "cfg_x_step", BOX_BITS)  # N mod cx
+        # The per-lane counters of a box smaller than a beat count modulo cx or cy cx < N,
+        # so in log2(N) bits (see "Positions").
+        sw = max((n - 1).bit_length(), 1)
+        x_start = _regs(m, [_small_mod(cx2, n, j) for j in lanes], "cfg_x_start", sw)
+        x_step = _reg(m, _small_mod(cx2, n, n), "cfg_x_step", sw)  # N mod cx
         cx3 = _reg(m, cx2, "cfg_cx3")
         plane3 = _reg(m, (pp_ll + ((pp_hl + pp_lh) << 13))[:BOX_BITS], "cfg_plane3")
         cx = _reg(m, cx3, "cfg_cx")
-        x_wrap = _reg(m, cx3 - x_step, "cfg_x_wrap", BOX_BITS)  # xm + step >= cx iff xm >= this
-        p_start = _regs(m, [_small_mod(plane3, n, j) for j in lanes], "cfg_p_start", BOX_BITS)
+        x_wrap = _reg(m, cx3 - x_step, "cfg_x_wrap", sw)  # xm + step >= cx iff xm >= this
+        p_start = _regs(m, [_small_mod(plane3, n, j) for j in lanes], "cfg_p_start", sw)
         p_stepc = _small_mod(plane3, n, n)
-        p_step = _reg(m, p_stepc, "cfg_p_step", BOX_BITS)  # N mod cy cx
-        p_wrap = _reg(m, plane3 - p_stepc, "cfg_p_wrap", BOX_BITS)
-        z_start = _regs(m, [plane3 <= j for j in lanes], "cfg_z_start")
-        plane_le_n = _reg(m, plane3 <= n, "cfg_plane_le_n")  # every lane is past plane 0 by beat 1
+        p_step = _reg(m, p_stepc, "cfg_p_step", sw)  # N mod cy cx
+        p_wrap = _reg(m, plane3 - p_stepc, "cfg_p_wrap", sw)
+        # The beat counters' constants (signed: a difference may be negative).
+        wide = signed(BOX_BITS + 2)
+        plane = _reg(m, plane3, "cfg_plane", wide)
+        cx_wide = _reg(m, cx3, "cfg_cx_wide", wide)
+        cx_step = _reg(m, cx3 - n, "cfg_cx_step", wide)  # cx - N
+        plane_step = _reg(m, plane3 - n, "cfg_plane_step", wide)  # cy cx - N
+        beyond_start = _reg(m, plane3 + cx3, "cfg_beyond_start", wide)
+        small_x = _reg(m, cx3 < n, "cfg_small_x")
+        small_p = _reg(m, plane3 < n, "cfg_small_p")
         line_cfg = self._delay_config(m, cx3, self._line_depth, "line")
         plane_cfg = self._delay_config(m, plane3, self._plane_depth, "plane")
 
@@ -360,9 +378,16 @@ class _Core(wiring.Component):
         need_init = Signal(init=1)
         at_start = Signal(init=1)  # the next beat taken is a chunk's first
         wait = Signal(range(_CHAIN + 1))
-        x_mod = [Signal(BOX_BITS, name=f"x_mod{j}") for j in lanes]  # i mod cx
-        p_mod = [Signal(BOX_BITS, name=f"p_mod{j}") for j in lanes]  # i mod cy cx
-        z_pos = [Signal(name=f"z_pos{j}") for j in lanes]  # i >= cy cx
+        # Per lane, for a box smaller than a beat: i mod cx and i mod cy cx.
+        x_mod = [Signal(sw, name=f"x_mod{j}") for j in lanes]
+        p_mod = [Signal(sw, name=f"p_mod{j}") for j in lanes]
+        # Per beat, i its first position: to the next line start (cx - i mod cx, in 1 .. cx)
+        # and whether i starts a line; to the next plane start (cy cx - i mod cy cx), the same
+        # less cy cx - cx (the first lane past the plane's first line) and plus cx (the first
+        # lane past the next plane's first line); whether i >= cy cx.
+        to_line, line_start = Signal(wide), Signal()
+        to_plane, to_rest, to_beyond = Signal(wide), Signal(wide), Signal(wide)
+        past_plane = Signal()
         m.d.comb += self.accepting.eq(~need_init)
         with m.If(need_init & self.offered):
             m.d.sync += wait.eq(wait + 1)
@@ -370,7 +395,9 @@ class _Core(wiring.Component):
                 m.d.sync += [wait.eq(0), need_init.eq(0)]
                 m.d.sync += [r.eq(v) for r, v in zip(x_mod, x_start, strict=True)]
                 m.d.sync += [r.eq(v) for r, v in zip(p_mod, p_start, strict=True)]
-                m.d.sync += [r.eq(v) for r, v in zip(z_pos, z_start, strict=True)]
+                m.d.sync += [to_line.eq(cx_wide), line_start.eq(1), to_plane.eq(plane),
+                             to_rest.eq(cx_wide), to_beyond.eq(beyond_start),
+                             past_plane.eq(0)]
         with m.If(self.taken):
             m.d.sync += at_start.eq(self.payload.last)
             with m.If(self.payload.last):
@@ -382,8 +409,41 @@ class _Core(wiring.Component):
                 m.d.sync += [
                     x_mod[j].eq(Mux(x_wrapped, x_mod[j] - x_wrap, x_mod[j] + x_step)),
                     p_mod[j].eq(Mux(p_wrapped, p_mod[j] - p_wrap, p_mod[j] + p_step)),
-                    z_pos[j].eq(z_pos[j] | p_wrapped | plane_le_n),
                 ]
+            # The distances shrink by N, and grow by the modulus when a start is passed.
+            line_passed, plane_passed = to_line <= n, to_plane <= n
+            plane_delta = Mux(plane_passed, plane_step, -n)
+            m.d.sync += [
+                to_line.eq(to_line + Mux(line_passed, cx_step, -n)),
+                line_start.eq(to_line == n),
+                to_plane.eq(to_plane + plane_delta),
+                to_rest.eq(to_rest + plane_delta),
+                to_beyond.eq(to_beyond + plane_delta),
+                past_plane.eq(past_plane | plane_passed),
+            ]
+
+        def at_most(value, j):
+            """value <= j for a lane number j: the comparison of log2(N) bits, since value is
+            negative or at least N when its bits from log2(N) up are not all zero."""
+            low = (n - 1).bit_length()
+            if low == 0:
+                return value <= j
+            below = (value[low:] == 0) & (value[:low] <= j) if j < n - 1 else value[low:] == 0
+            return (value < 0) | below
+
+        def equal(value, j):
+            low = (n - 1).bit_length()
+            return value == j if low == 0 else (value[low:] == 0) & (value[:low] == j)
+
+        # The position flags of lane j (j < N); see "Positions".
+        x_flags, y_flags, z_flags = [], [], []
+        for j in lanes:
+            line_here = equal(to_line, j) | (line_start if j == 0 else 0)
+            x_flags.append(Mux(small_x, x_mod[j] != 0, ~line_here))
+            in_next_plane = at_most(to_plane, j)
+            y_flags.append(Mux(small_p, p_mod[j] >= cx[:sw],
+                               Mux(in_next_plane, at_most(to_beyond, j), at_most(to_rest, j))))
+            z_flags.append(past_plane | in_next_plane)
 
         # -- s0: the input register, with each lane's position flags ------------------------
         # The side band (kind, raw, last, count) only waits for the datapath: a circular
@@ -422,9 +482,9 @@ class _Core(wiring.Component):
         # A value sent verbatim or filled counts as q = 0 (its lane holds its bits instead).
         q0 = _regs(m, [Mux(payload.lanes[j].kind == Kind.NORMAL, payload.lanes[j].q, 0)
                        for j in lanes], "s0_q", signed(Q_BITS + 1))
-        xf = _regs(m, [x != 0 for x in x_mod], "s0_x")
-        yf = _regs(m, [p >= cx for p in p_mod], "s0_y")
-        zf = _regs(m, z_pos, "s0_z")
+        xf = _regs(m, x_flags, "s0_x")
+        yf = _regs(m, y_flags, "s0_y")
+        zf = _regs(m, z_flags, "s0_z")
         lc = _reg(m, line_cfg, "s0_line_cfg")
         pc = _reg(m, plane_cfg, "s0_plane_cfg")
 
