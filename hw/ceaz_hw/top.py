@@ -37,18 +37,14 @@ from .builder import CodebookBuilder
 from .elastic import ElasticBuffer, PointerBuffer
 from .histogram import Histogram
 from .huffman import HuffmanLanes
-from .packer import Packer
+from .packer import Packer, word_bits
 from .predictor import Predictor
 from .quantizer import Quantizer
 from .regfile import RegisterFile
 from .symbols import SymbolStage
 
+# word_bits (the output stream's width W) is the packer's, re-exported for the top's users.
 __all__ = ["Compressor", "word_bits"]
-
-
-def word_bits(lanes: int) -> int:
-    """Width W of the output stream: 16 bits per lane, at least 64."""
-    return max(64, 16 * lanes)
 
 
 class Compressor(wiring.Component):
