@@ -37,8 +37,8 @@ SEED = int(os.environ.get("CEAZ_SIM_SEED", "1"))
 MAX_COUNT = 1 << 24
 
 
-def _design(lanes: int, n_symbols: int) -> Histogram:
-    return Histogram(lanes, n_symbols, MAX_COUNT)
+def _design(lanes: int, n_symbols: int, max_count: int = MAX_COUNT) -> Histogram:
+    return Histogram(lanes, n_symbols, max_count)
 
 
 class TB(StreamBench):
@@ -302,7 +302,32 @@ async def reset_mid_chunk(dut):
     tb.report("reset_mid_chunk")
 
 
-@pytest.mark.parametrize(("lanes", "n_symbols"), [(1, 18), (4, 18), (4, 1026), (16, 18)])
-def test_histogram(lanes, n_symbols):
-    run_bench(_design, name="histogram", params={"lanes": lanes, "n_symbols": n_symbols},
+@cocotb.test()
+async def full_lane_counters(dut):
+    """Chunks of max_count values of one symbol (with a bench built for a small max_count):
+    every lane's counter reaches its share, ceil(max_count / lanes), which its width must
+    hold; then a chunk one beat short of it, whose last beat is partial."""
+    tb = TB(dut, SEED + 5)
+    tb.set_stalls(SEED + 5)
+    await tb.reset()
+    if tb.hist.max_count > 1 << 14:
+        tb.report("full_lane_counters (not run: max_count too large for a bench)")
+        return
+    full = tb.hist.max_count
+    chunks = [np.full(full, 3, dtype=np.int64), np.full(full, 0, dtype=np.int64),
+              np.full(full - tb.lanes + 1, tb.n_symbols - 1, dtype=np.int64)]
+    await tb.run_chunks(chunks, "full_lane_counters")
+    tb.report("full_lane_counters")
+
+
+#: (lanes, symbols, max_count): the last is a small chunk limit whose lane counters the
+#: benches fill (the others never come near 2**24).
+CASES = [(1, 18, MAX_COUNT), (4, 18, MAX_COUNT), (4, 1026, MAX_COUNT), (16, 18, MAX_COUNT),
+         (4, 18, 4096)]
+
+
+@pytest.mark.parametrize(("lanes", "n_symbols", "max_count"), CASES)
+def test_histogram(lanes, n_symbols, max_count):
+    run_bench(_design, name="histogram",
+              params={"lanes": lanes, "n_symbols": n_symbols, "max_count": max_count},
               test_module=__name__)

@@ -64,8 +64,9 @@ class Histogram(wiring.Component):
     n_symbols : int
         Alphabet size (``2R + 2``); symbols are ``0 .. n_symbols - 1``.
     max_count : int
-        The most values one chunk may hold. Every counter, per lane and merged, holds up to
-        this (``max_count.bit_length()`` bits).
+        The most values one chunk may hold. A lane's counters hold up to its share,
+        ``ceil(max_count / lanes)`` (:attr:`lane_count_width` bits), the merged ones up to
+        ``max_count`` (``max_count.bit_length()`` bits).
 
     Members
     -------
@@ -88,6 +89,9 @@ class Histogram(wiring.Component):
     READ_LATENCY : int
         Clocks from ``rd_addr`` to ``rd_data``: 4, plus one per two levels of the lane adder
         tree (4, 5, 5, 6, 6 for 1, 2, 4, 8, 16 lanes).
+    lane_count_width : int
+        Bits of a lane's counter: a lane sees at most ``ceil(max_count / lanes)`` values of a
+        chunk (each value of a beat has its own lane).
     memory_bits_per_lane : int
         Block RAM bits per lane (three banks of ``n_symbols`` counters).
     """
@@ -106,7 +110,8 @@ class Histogram(wiring.Component):
         self.count_width = max_count.bit_length()
         self.tree_levels = (lanes - 1).bit_length()
         self.READ_LATENCY = 4 + (self.tree_levels + 1) // 2
-        self.memory_bits_per_lane = BANKS * n_symbols * self.count_width
+        self.lane_count_width = (-(-max_count // lanes)).bit_length()
+        self.memory_bits_per_lane = BANKS * n_symbols * self.lane_count_width
         super().__init__({
             "i": In(stream.Signature(beat(unsigned(self.symbol_width), lanes))),
             "rd_addr": In(unsigned(self.symbol_width)),
@@ -117,7 +122,8 @@ class Histogram(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        n_lanes, n_sym, cw, sw = self.lanes, self.n_symbols, self.count_width, self.symbol_width
+        n_lanes, n_sym, sw = self.lanes, self.n_symbols, self.symbol_width
+        cw = self.lane_count_width  # the per-lane counters; the merged sum has count_width
 
         # -- bank rotation ----------------------------------------------------------------------
         count_bank = Signal(range(BANKS))  # the bank the next accepted beat counts into
@@ -263,7 +269,7 @@ class Histogram(wiring.Component):
         # the held registers).
         level = []
         for j in range(n_lanes):
-            lane = Signal(cw, name=f"rd_lane{j}")
+            lane = Signal(self.count_width, name=f"rd_lane{j}")
             shown = Signal(cw, name=f"rd_shown{j}")
             with m.Switch(shown_bank):
                 for bank in range(BANKS):
@@ -273,9 +279,10 @@ class Histogram(wiring.Component):
             level.append(lane)
         for depth in range(self.tree_levels):
             # A chunk holds at most max_count values, so no partial sum exceeds count_width.
-            sums = [(level[k] + level[k + 1])[:cw] for k in range(0, len(level), 2)]
+            total = self.count_width
+            sums = [(level[k] + level[k + 1])[:total] for k in range(0, len(level), 2)]
             if depth % 2 == 1 or depth == self.tree_levels - 1:
-                regs = [Signal(cw, name=f"rd_sum{depth}_{k}") for k in range(len(sums))]
+                regs = [Signal(total, name=f"rd_sum{depth}_{k}") for k in range(len(sums))]
                 m.d.sync += [r.eq(s) for r, s in zip(regs, sums, strict=True)]
                 sums = regs
             level = sums
