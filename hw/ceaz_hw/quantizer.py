@@ -78,6 +78,9 @@ __all__ = [
 #: Clocks from a change of the configuration ports until it is used.
 CONFIG_LATENCY = 2
 
+#: The lowest product bit the q shifters see: p = 54 fits iff sh' - 1 >= 54 - Q_BITS (_Lane).
+WINDOW = 54 - Q_BITS
+
 #: Prequantizer constants from ``ceaz.quantizer.quant_params`` (seen from the driver's side).
 #: ``recip_exp`` spans -159..118 for float32 bounds from 1e-45 to 3.4e38 and lossless steps.
 ConfigSignature = wiring.Signature({
@@ -96,6 +99,7 @@ _Decoded = wiring.Signature({
     # The shift is sh = 150 - Ce - max(e, 1); its clip to 1..63 needs sh - 1 and two
     # comparisons, made on max(e, 1) against constants so that they run beside the subtraction
     "sh_m1": Out(signed(11)),  # 149 - Ce: sh - 1 = sh_m1 - max(e, 1)
+    "sh_w": Out(signed(11)),  # sh_m1 - WINDOW: sh - 1 - WINDOW, the q shifter's (see _Lane)
     "sh_m63": Out(signed(11)),  # 87 - Ce: sh >= 63 iff max(e, 1) <= sh_m63
     # The three comparisons for e = 0 (max(e, 1) = 1), so that the lanes compare e itself:
     "e0_low": Out(1),  # sh <= 1
@@ -222,35 +226,34 @@ class _Lane(wiring.Component):
         # sh <= 1 iff max(e, 1) >= sh_m1, and sh <= 0 iff max(e, 1) > sh_m1. The comparisons
         # take e straight from the input register (for e = 0 the decoded flags answer), so
         # no select of max(e, 1) precedes them.
+        #
+        # floor(Mx Cm / 2**sh') >= 2**Q_BITS iff the product's top bit p >= Q_BITS + sh'. For a
+        # normal x, p is 54 or 55 (Mx >= 2**23, Cm >= 2**31); for a subnormal one no shift
+        # from quant_params (Ce <= 118, so sh' >= 31) leaves more than 24 bits. So the two
+        # outcomes are flags here: ``under`` (sh' - 1 < WINDOW, too large even for p = 54)
+        # and ``over55`` (sh' - 1 <= WINDOW, too large for p = 55). Any q that fits thus has
+        # sh' - 1 >= WINDOW, and the shifters below only see the product's bits from WINDOW
+        # up (29, not 56), shifted by ``shw`` = sh' - 1 - WINDOW, and form the Q_BITS + 1 bits
+        # of such a q (the guard and the floor). Constants outside these premises
+        # (quant_params makes none) could only send values verbatim: a missed overflow leaves
+        # q wrapped at 2**Q_BITS, which the bound check rejects, and a false one is verbatim
+        # itself. The bound holds either way.
         e = x[23:31]
         e0 = e == 0
-        low = Mux(e0, cfg.e0_low, e >= cfg.sh_m1)
-        high = Mux(e0, cfg.e0_high, e <= cfg.sh_m63)
+        low = Mux(e0, cfg.e0_low, e >= cfg.sh_m1)  # sh' - 1 = 0
+        high = Mux(e0, cfg.e0_high, e <= cfg.sh_m63)  # sh' - 1 = 62
         big = Mux(e0, cfg.e0_big, e > cfg.sh_m1)
-        shm1 = Mux(low, 0, Mux(high, 62, cfg.sh_m1 - ex))
+        w = _widen(m, cfg.sh_w - ex, signed(11))  # sh' - 1 - WINDOW between the clips
         s = st.next(
             raw=x,
             mx=mx,  # registered per lane: the multipliers then start from a register
             fill=cfg.fill_enable & (x == cfg.fill_bits),
             tl=(e == 0xFF) | (big & (mx != 0)),  # NaN, Inf or too large
-            shm1=shm1[:6],
+            under=low | (~high & (w < 0)),
+            over55=~e0 & (low | (~high & (w <= 0))),
+            shw=Mux(high, 62 - WINDOW, w)[:6],  # 0 .. 62 - WINDOW unless under
         )
-        # floor(Mx Cm / 2**sh') >= 2**Q_BITS iff the product's top bit p >= Q_BITS + sh'. For a
-        # normal x, p is 54 or 55 (Mx >= 2**23, Cm >= 2**31); for a subnormal one no shift
-        # from quant_params (Ce <= 118, so sh' >= 31) leaves more than 24 bits. So the two
-        # outcomes are flags here: ``under`` (sh' - 1 < WINDOW, too large even for p = 54)
-        # and ``over55``. Any q that fits thus has sh' - 1 >= WINDOW, and the shifters below
-        # only see the product's bits from WINDOW up (29, not 56) and form the Q_BITS + 1
-        # bits of such a q (the guard and the floor). Constants outside these premises
-        # (quant_params makes none) could only send values verbatim: a missed overflow leaves
-        # q wrapped at 2**Q_BITS, which the bound check rejects, and a false one is verbatim
-        # itself. The bound holds either way.
-        window = 54 - Q_BITS  # p = 54 fits iff sh' - 1 >= 54 - Q_BITS
-        normal, shm1 = s["raw"][23:31] != 0, s["shm1"]
-        s = st.next(**keep(s, "raw", "fill", "tl"),
-                    under=shm1 < window,
-                    over55=normal & (shm1 <= 55 - Q_BITS - 1),
-                    shw=(shm1 - window)[:6],  # 0 .. 62 - window for a q that may fit
+        s = st.next(**keep(s, "raw", "fill", "tl", "under", "over55", "shw"),
                     **_partial_products(s["mx"], cfg.cm, 12, 16))
 
         terms, lo = _sum_cross_terms(s, 12, 16)
@@ -263,13 +266,13 @@ class _Lane(wiring.Component):
         # of the bits shifted out (all below WINDOW, and the bytes above it); it keeps the
         # Q_BITS + 1 bits and the 7 more that the fine shift may move down.
         prod, coarse = s["prod"], s["shw"][3:6]
-        top = prod[window:]
+        top = prod[WINDOW:]
         byte_nz = Cat(top[8 * i : 8 * i + 8] != 0 for i in range(-(-len(top) // 8)))
         sticky = Signal()
-        m.d.comb += sticky.eq(prod[:window] != 0)
+        m.d.comb += sticky.eq(prod[:WINDOW] != 0)
         for i in range(1, len(byte_nz) + 1):
             with m.If(coarse == i):
-                m.d.comb += sticky.eq((prod[:window] != 0) | (byte_nz[:i] != 0))
+                m.d.comb += sticky.eq((prod[:WINDOW] != 0) | (byte_nz[:i] != 0))
         s = st.next(**keep(s, "raw", "fill"), fine=s["shw"][:3],
                     tl=s["tl"] | s["under"] | (prod[55] & s["over55"]),
                     t=_widen(m, top >> (coarse * 8), unsigned(Q_BITS + 8)), sticky=sticky)
@@ -501,6 +504,7 @@ class Quantizer(wiring.Component):
         m.d.sync += [
             decoded.cm.eq(self.cfg.recip_mant),
             decoded.sh_m1.eq(149 - self.cfg.recip_exp),
+            decoded.sh_w.eq(149 - WINDOW - self.cfg.recip_exp),
             decoded.sh_m63.eq(87 - self.cfg.recip_exp),
             decoded.e0_low.eq(self.cfg.recip_exp >= 148),  # 149 - Ce <= 1
             decoded.e0_high.eq(self.cfg.recip_exp <= 86),  # 87 - Ce >= 1
