@@ -8,7 +8,7 @@ the model: random walks through ``ceaz.quantizer.prequantize`` and
 both signs up to +-(2**30 - 1), the band edges +-R and +-(R - 1), verbatim and fill with
 arbitrary deltas). Codebooks go in through the write port: the offline book for the first
 chunk, then for chunk k the book built from chunk k-1's histogram (adapt_lag 1), each written
-during the previous chunk and committed before its first beat. Every lane's (bits, len, esc)
+during the previous chunk and committed before its first beat. Every lane's (code, raw, len, esc)
 is compared with ``canonical_codes(lengths)[sym]`` followed by the raw field of
 ``ceaz.chunk.chunk_symbols``; lanes beyond ``count`` must give len 0 and escape NONE.
 """
@@ -94,15 +94,15 @@ def symbol_fields(delta, kind, raw_bits, radius):
 
 
 def expected_coded(sym, raw, raw_len, lengths, radius):
-    """(bits, len, esc) per value: the canonical code followed by the raw field."""
+    """(code, raw, len, esc) per value: the canonical code, then the raw field."""
     codes = huffman.canonical_codes(lengths).astype(np.int64)
-    bits = (codes[sym] << raw_len) | raw.astype(np.int64)
+    code = codes[sym]
     length = lengths.astype(np.int64)[sym] + raw_len
     esc = np.full(len(sym), Escape.NONE.value, dtype=np.int64)
     esc[sym == fmt.SYM_OUTLIER] = Escape.OUTLIER.value
     esc[sym == fmt.sym_verbatim(radius)] = Escape.VERBATIM.value
     esc[sym == fmt.sym_fill(radius)] = Escape.FILL.value
-    return bits, length, esc
+    return code, raw.astype(np.int64), length, esc
 
 
 class Chunk:
@@ -262,23 +262,24 @@ class TB(StreamBench):
         assert len(words) == n_beats
         got, lasts = values_from_beats(self.out_layout, words)
         assert lasts == [n_beats - 1], f"{label}: last on beats {lasts}, expected {n_beats - 1}"
-        bits, length, esc = expected_coded(chunk.sym, chunk.raw, chunk.raw_len,
-                                           np.asarray(lengths), self.radius)
-        for name, want in (("bits", bits), ("len", length), ("esc", esc)):
+        code, raw, length, esc = expected_coded(chunk.sym, chunk.raw, chunk.raw_len,
+                                                np.asarray(lengths), self.radius)
+        for name, want in (("code", code), ("raw", raw), ("len", length), ("esc", esc)):
             bad = np.flatnonzero(got[name] != want)
             if len(bad):
                 i = bad[0]
                 raise AssertionError(
                     f"{label}: {name} differs at {len(bad)} of {len(chunk)} values; first at "
                     f"{i}: delta={chunk.delta[i]} kind={chunk.kind[i]} sym={chunk.sym[i]}: "
-                    f"rtl bits={got['bits'][i]:#x} len={got['len'][i]} esc={got['esc'][i]}, "
-                    f"model bits={bits[i]:#x} len={length[i]} esc={esc[i]}")
+                    f"rtl code={got['code'][i]:#x} raw={got['raw'][i]:#x} len={got['len'][i]} "
+                    f"esc={got['esc'][i]}, model code={code[i]:#x} raw={raw[i]:#x} "
+                    f"len={length[i]} esc={esc[i]}")
         self._check_unused_lanes(words[-1], len(chunk) - (n_beats - 1) * self.lanes, label)
         self.values_compared += len(chunk)
         counts = {name: int(np.sum(esc == e.value)) for name, e in
                   (("outlier", Escape.OUTLIER), ("verbatim", Escape.VERBATIM),
                    ("fill", Escape.FILL))}
-        cocotb.log.info("%s: %d values equal (bits, len, esc); escapes %s; %d bits coded",
+        cocotb.log.info("%s: %d values equal (code, raw, len, esc); escapes %s; %d bits coded",
                         label, len(chunk), counts, int(length.sum()))
         return [frame.sim_time_start for frame in frames]
 
@@ -295,7 +296,7 @@ class TB(StreamBench):
 
     def report(self, test: str) -> None:
         cocotb.log.info("%s: lanes %d radius %d: %d values compared with the model "
-                        "(bits, len, esc), %d unused lanes checked", test, self.lanes,
+                        "(code, raw, len, esc), %d unused lanes checked", test, self.lanes,
                         self.radius, self.values_compared, self.invalid_lanes_checked)
 
 

@@ -1,8 +1,10 @@
 """cocotb bench: the packer (ceaz_hw.packer.Packer) against ceaz.packer.pack, byte for byte.
 
 Coded fields are random: uniform lengths 0..48, or realistic ones (mostly 1..4 bits) with
-bursts of 48-bit escapes; ``bits`` carries garbage above ``len`` and the lanes beyond
-``count`` of a partial last beat carry garbage too, which the packer must ignore. Chunks range
+bursts of 48-bit escapes, made what the Huffman lanes send (a code of up to 16 bits, then 31
+or 32 raw bits for an escape that has them, ``as_pipeline``); ``code`` and ``raw`` carry garbage
+above their widths and the lanes beyond ``count`` of a partial last beat carry garbage too,
+which the packer must ignore. Chunks range
 from one value to several thousand, with partial last beats and several sync points, and
 follow each other back to back under random stalls on both sides. The expected output of a
 chunk is built from the model: the payload of ``pack`` (each field split as a code of up to
@@ -10,10 +12,8 @@ chunk is built from the model: the payload of ``pack`` (each field split as a co
 ``starts[K::K]`` and the trailer with ``zlib.crc32``, each zero-padded to whole words; the
 output words are compared byte for byte and ``last`` must mark exactly the final word.
 A throughput test measures input beats per clock on a realistic stream with no back-pressure.
-With ``piece_bits`` (fields cut into pieces, ``lanes`` pieces a clock) the fields are made
-what the Huffman lanes send (a code of up to 16 bits, then 31 or 32 raw bits for an escape
-that has them), which the pieces rely on, and the rate is measured against what the grouping
-allows: a beat of ``p`` pieces takes ``ceil(p / lanes)`` clocks.
+With ``piece_bits`` (fields cut into pieces, ``lanes`` pieces a clock) the rate is measured
+against what the grouping allows: a beat of ``p`` pieces takes ``ceil(p / lanes)`` clocks.
 """
 
 from __future__ import annotations
@@ -148,9 +148,9 @@ class TB(StreamBench):
         dut.sync_interval.value = self.lanes
 
     def as_sent(self, chunk: Chunk) -> Chunk:
-        """The chunk as this bench sends it: as the pipeline forms fields when the packer
-        cuts them into pieces (``as_pipeline``), any lengths and classes otherwise."""
-        return chunk if self.piece_bits is None else as_pipeline(chunk, self.rng)
+        """The chunk as this bench sends it: as the pipeline forms fields (``as_pipeline``),
+        a code and the raw field its class gives."""
+        return as_pipeline(chunk, self.rng)
 
     def ideal_rate(self, chunk: Chunk) -> float:
         """Beats per clock the piece grouping allows for this chunk, output aside: a code is
@@ -167,11 +167,22 @@ class TB(StreamBench):
 
     def beats_of(self, chunk: Chunk) -> list[int]:
         """Input beats; garbage above each field's ``len`` and in the unused lanes."""
-        junk = self.rng.integers(0, 1 << 62, len(chunk), dtype=np.uint64)
-        junk[self.rng.random(len(chunk)) < 0.5] = 0
-        bits = (chunk.bits | junk << chunk.length.astype(np.uint64)) & np.uint64((1 << FIELD) - 1)
+        # The field apart, as the Huffman lanes send it (ceaz_hw.beats.Coded): the raw field's
+        # width follows from the class, the code is the rest.
+        raw_len = np.select([chunk.esc == Escape.VERBATIM.value, chunk.esc == Escape.OUTLIER.value],
+                            [32, fmt.OUTLIER_BITS], 0).astype(np.uint64)
+        code_len = chunk.length.astype(np.uint64) - raw_len
+        raw = chunk.bits & ((np.uint64(1) << raw_len) - np.uint64(1))
+        code = chunk.bits >> raw_len
+
+        def junk(shift, width):
+            bits = self.rng.integers(0, 1 << 62, len(chunk), dtype=np.uint64)
+            bits[self.rng.random(len(chunk)) < 0.5] = 0
+            return (bits << shift) & np.uint64((1 << width) - 1)
+
         words = beats_from_values(self.in_layout, {
-            "bits": bits, "len": chunk.length, "esc": chunk.esc})
+            "code": code | junk(code_len, MAX_CODE_LEN), "raw": raw | junk(raw_len, 32),
+            "len": chunk.length, "esc": chunk.esc})
         used = len(chunk) % self.lanes
         if used:
             lanes = data.Layout.cast(self.in_layout)["lanes"]

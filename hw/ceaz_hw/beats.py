@@ -9,7 +9,7 @@ or above ``count`` carry don't-care data that no stage may count, code or emit.
 
 from __future__ import annotations
 
-from amaranth.hdl import Mux, signed, unsigned
+from amaranth.hdl import Cat, Mux, signed, unsigned
 from amaranth.lib import data, enum
 
 from ceaz import format as fmt
@@ -17,6 +17,7 @@ from ceaz import format as fmt
 __all__ = [
     "LANE_COUNTS",
     "Coded",
+    "coded_field",
     "Escape",
     "Kind",
     "Prequantized",
@@ -116,11 +117,24 @@ def code_field_bits(max_code_len: int) -> int:
 
 
 def Coded(max_code_len: int) -> data.StructLayout:  # noqa: N802
-    """After the Huffman lanes: ``len`` bits of ``bits`` (right-aligned, sent MSB first), the
-    code followed by the raw field, and the escape class."""
+    """After the Huffman lanes: a field of ``len`` bits, sent MSB first, which is the code
+    (right-aligned in ``code``, ``len - raw_field_bits(esc)`` bits) followed by the raw field
+    (right-aligned in ``raw``, ``raw_field_bits(esc)`` bits), and the escape class. Bits above
+    either part's width are ignored. The two parts travel apart, not concatenated: the pieces
+    front takes them apart again, and the concatenation and its undoing were a 48-bit and a
+    16-bit select a lane (1.4 k LUT4 at 16 lanes)."""
     width = code_field_bits(max_code_len)
     return data.StructLayout({
-        "bits": unsigned(width),
+        "code": unsigned(max_code_len),
+        "raw": unsigned(RAW_BITS),
         "len": range(width + 1),
         "esc": Escape,
     })
+
+
+def coded_field(lane):
+    """A ``Coded`` lane's field right-aligned in ``code_field_bits`` bits: the code, then the
+    raw field's bits (anything above ``len`` is left for the caller to drop)."""
+    ob = fmt.OUTLIER_BITS
+    return Mux(lane.esc == Escape.VERBATIM, Cat(lane.raw, lane.code),
+               Mux(lane.esc == Escape.OUTLIER, Cat(lane.raw[:ob], lane.code), lane.code))

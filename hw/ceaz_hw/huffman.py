@@ -1,10 +1,10 @@
 """The Huffman lanes: every lane looks up its symbol's canonical code and length and puts the
 raw field under it (docs/format.md, section 7; docs/hardware.md, "Huffman lanes").
 
-Per lane and value: ``bits = (code[sym] << raw_len) | raw`` and ``len = L[sym] + raw_len``,
-exactly ``ceaz.huffman.canonical_codes(lengths)[sym]`` followed by the raw field of
-``ceaz.chunk.chunk_symbols``. Lanes at or above ``count`` give ``len = 0``, ``bits = 0`` and
-escape NONE, so nothing downstream needs ``count`` to ignore them.
+Per lane and value: ``code = code[sym]``, ``raw`` and ``len = L[sym] + raw_len``, the field
+being exactly ``ceaz.huffman.canonical_codes(lengths)[sym]`` followed by the raw field of
+``ceaz.chunk.chunk_symbols`` (``ceaz_hw.beats.Coded``). Lanes at or above ``count`` give
+``len = 0`` and escape NONE, so nothing downstream needs ``count`` to ignore them.
 
 Codebook banks
 --------------
@@ -33,14 +33,14 @@ Stage 1 is the RAM's own address register (a synchronous read port, gated by the
 enable) beside registers for the escape symbol's entry (read from its bank in the same clock
 as the RAM), the raw field, escape, ``last``, ``count`` and valid; stage 2 registers the read
 data as it is (block RAM output is slow, so nothing follows it in the same clock) and the
-beat beside it; stage 3 picks the RAM's or the escape's entry and forms ``bits`` and ``len``;
+beat beside it; stage 3 picks the RAM's or the escape's entry and forms ``len``;
 a two-entry :class:`~ceaz_hw.elastic.ElasticBuffer` follows, whose ``i.ready`` is the enable
 of every pipeline register and of the read ports.
 """
 
 from __future__ import annotations
 
-from amaranth.hdl import Cat, EnableInserter, Module, Mux, Signal
+from amaranth.hdl import EnableInserter, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
@@ -62,8 +62,8 @@ def _entry_layout(max_code_len):
 
 
 class _Combine(wiring.Component):
-    """Stage 3 for all lanes: code and raw field into ``bits`` and ``len``, invalid lanes
-    zeroed. Every register advances every clock; the parent gates it with an enable."""
+    """Stage 3 for all lanes: the code, the raw field and ``len``, invalid lanes with length 0.
+    Every register advances every clock; the parent gates it with an enable."""
 
     def __init__(self, lanes, radius, max_code_len):
         self._lanes, self._max_code_len = lanes, max_code_len
@@ -90,15 +90,11 @@ class _Combine(wiring.Component):
             from_regs = (src.esc == Escape.VERBATIM) | (src.esc == Escape.FILL)
             entry = Signal.like(self.entry[lane], name=f"entry{lane}")
             m.d.comb += entry.eq(Mux(from_regs, self.esc_entry[lane], self.entry[lane]))
-            code = entry.code
-            # raw_len is 0, OUTLIER_BITS or 32 (ceaz_hw.beats.Symbol) and raw is zero above
-            # it, so (code << raw_len) | raw is one of three concatenations.
-            bits = Mux(src.raw_len == 32, Cat(src.raw, code),
-                       Mux(src.raw_len == fmt.OUTLIER_BITS,
-                           Cat(src.raw[: fmt.OUTLIER_BITS], code), code))
+            # The code and the raw field go on side by side (ceaz_hw.beats.Coded).
             used = lane < s1.count
             m.d.sync += [
-                dst.bits.eq(Mux(used, bits, 0)),
+                dst.code.eq(entry.code),
+                dst.raw.eq(src.raw),
                 dst.len.eq(Mux(used, entry.length + src.raw_len, 0)),
                 dst.esc.eq(Mux(used, src.esc, Escape.NONE)),
             ]

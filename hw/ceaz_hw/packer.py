@@ -56,7 +56,7 @@ from amaranth.lib.wiring import In, Out
 from ceaz import format as fmt
 from ceaz.regmap import TRAILER_MAGIC
 
-from .beats import LANE_COUNTS, Coded, Escape, beat, code_field_bits
+from .beats import LANE_COUNTS, Coded, Escape, beat, code_field_bits, coded_field
 from .crc import StreamCRC
 from .elastic import ElasticBuffer, advance_on
 from .pieces import (
@@ -158,7 +158,7 @@ class _Front(wiring.Component):
         m.d.s1 += [u.eq(used_length(self.x, j)) for j, u in enumerate(used)]
         vals, lens = [], []
         for j in range(lanes):
-            aligned = lane_field(x.lanes[j].bits, used[j], field)
+            aligned = lane_field(coded_field(x.lanes[j]), used[j], field)
             v, n = Signal(field, name=f"lane{j}_v"), Signal(range(field + 1), name=f"lane{j}_l")
             m.d.s2 += [v.eq(aligned), n.eq(used[j])]
             vals.append(v)
@@ -329,8 +329,9 @@ class Packer(wiring.Component):
     Members
     -------
     i : ``In(stream.Signature(beat(Coded(max_code_len), lanes)))``
-        ``len`` bits of ``bits`` per lane, right-aligned, sent MSB first; bits above ``len``
-        and lanes at or above ``count`` are ignored. ``esc`` is counted for the trailer.
+        A field of ``len`` bits per lane, sent MSB first: the code, then the raw field whose
+        width ``esc`` gives (``ceaz_hw.beats.Coded``); bits above either part and lanes at or
+        above ``count`` are ignored. ``esc`` is counted for the trailer.
         One beat per clock while the beats average at most W bits (with ``piece_bits``:
         while a beat's fields need at most ``lanes`` pieces).
     o : ``Out(stream.Signature(output_layout(W)))``

@@ -163,21 +163,17 @@ class Pieces(wiring.Component):
             m.d.sync += [has_raw[j].eq(with_raw), spare[j].eq(Mux(with_raw, 0, raw_pieces)),
                          code_len[j].eq(Mux(used, lane.len - raw_len, 0))]
 
-        # s2: pieces in their lane's slots, displacements, escape counts. A field is
-        # (code << raw_len) | raw (ceaz_hw.beats.Coded), anything above len.
+        # s2: pieces in their lane's slots, displacements, escape counts. A field is its
+        # code and its raw field, side by side (ceaz_hw.beats.Coded).
         disp_width = self.steps.stop
-        mcl = self.max_code_len
         slots = []
         for j in range(lanes):
             lane = x.lanes[j]
-            verbatim, outlier = lane.esc == Escape.VERBATIM, lane.esc == Escape.OUTLIER
+            verbatim = lane.esc == Escape.VERBATIM
             ob = fmt.OUTLIER_BITS
-            code = Mux(verbatim, lane.bits[RAW_BITS:], Mux(outlier, lane.bits[ob : ob + mcl],
-                                                          lane.bits[:mcl]))[:mcl]
             # The raw field left-aligned in RAW_BITS (an outlier's has zeros below it).
-            raw = Mux(verbatim, lane.bits[:RAW_BITS],
-                      Cat(Const(0, RAW_BITS - ob), lane.bits[:ob]))
-            pieces = [(lane_field(code, code_len[j], v), code_len[j], Const(1))]
+            raw = Mux(verbatim, lane.raw, Cat(Const(0, RAW_BITS - ob), lane.raw[:ob]))
+            pieces = [(lane_field(lane.code, code_len[j], v), code_len[j], Const(1))]
             for k in range(1, per):  # the raw field's bits (k - 1)V .. kV - 1, from its top
                 top, bottom = RAW_BITS - (k - 1) * v, max(RAW_BITS - k * v, 0)
                 width = top - bottom
