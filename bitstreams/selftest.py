@@ -332,9 +332,10 @@ class SelfTest(wiring.Component):
             crc.i.payload.n_bytes.eq(len(out.tdata) // 8),
             crc.i.payload.last.eq(out.tlast),
         ]
-        # The CRC of a chunk is ready one clock after its TLAST beat.
-        chunk_done = Signal()
-        m.d.sync += chunk_done.eq(beat & out.tlast)
+        # The CRC of a chunk shows two clocks after its TLAST beat (StreamCRC's registered
+        # output), whether or not the next chunk's first beat follows at once.
+        tlast_taken, chunk_done = Signal(), Signal()
+        m.d.sync += [tlast_taken.eq(beat & out.tlast), chunk_done.eq(tlast_taken)]
         phase = Signal(range(PERIOD))  # which of the PERIOD chunks comes next
         expected = Array(Const(value, 32) for value in self.crcs)[phase]
         with m.If(chunk_done):
