@@ -332,10 +332,13 @@ class SelfTest(wiring.Component):
             crc.i.payload.n_bytes.eq(len(out.tdata) // 8),
             crc.i.payload.last.eq(out.tlast),
         ]
-        # The CRC of a chunk shows two clocks after its TLAST beat (StreamCRC's registered
-        # output), whether or not the next chunk's first beat follows at once.
-        tlast_taken, chunk_done = Signal(), Signal()
-        m.d.sync += [tlast_taken.eq(beat & out.tlast), chunk_done.eq(tlast_taken)]
+        # The CRC of a chunk shows StreamCRC.LATENCY clocks after its TLAST beat, whether or
+        # not the next chunk's first beat follows at once.
+        chunk_done = beat & out.tlast
+        for stage in range(StreamCRC.LATENCY):
+            later = Signal(name=f"tlast_taken{stage}")
+            m.d.sync += later.eq(chunk_done)
+            chunk_done = later
         phase = Signal(range(PERIOD))  # which of the PERIOD chunks comes next
         expected = Array(Const(value, 32) for value in self.crcs)[phase]
         with m.If(chunk_done):

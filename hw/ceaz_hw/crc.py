@@ -147,6 +147,10 @@ class StreamCRC(wiring.Component):
     See the module docstring for the ports, the byte order and the timing of ``crc_valid``.
     """
 
+    #: Clocks from accepting a stream's ``last`` beat to its ``crc`` and ``crc_valid``: the
+    #: state register, then the output register after the padding's correction.
+    LATENCY = 2
+
     def __init__(self, width: int = 8, granule: int = 1, algorithm: Algorithm = CRC32):
         if granule not in (1, 2, 4, 8):
             raise ValueError(f"granule must be 1, 2, 4 or 8 bytes, not {granule!r}")
@@ -182,11 +186,12 @@ class StreamCRC(wiring.Component):
         ]
 
         # The state after a whole beat, zeros included.
+        state_bits = (1 << nbits) - 1  # a tap mask's state part
         after = Signal(nbits)
-        for i, mask in enumerate(update_matrices(self.width, self.algorithm)):
+        for i, taps in enumerate(update_matrices(self.width, self.algorithm)):
             # Separate state and data taps: the state's reduction stays in one word.
-            state_taps = mask & ((1 << nbits) - 1)
-            data_taps = mask >> nbits
+            state_taps = taps & state_bits
+            data_taps = taps >> nbits
             m.d.comb += after[i].eq((source & state_taps).xor() ^ (beat.data & data_taps).xor())
 
         with m.If(self.i.valid & self.i.ready):
@@ -201,13 +206,12 @@ class StreamCRC(wiring.Component):
                             m.d.sync += pad.eq(self.width - n)
 
         # The output: the padding's zero bytes undone (A_k^-1), then the final XOR.
-        mask = (1 << nbits) - 1
         corrected = Signal(nbits)
         with m.Switch(pad):
             with m.Case(0):
                 m.d.comb += corrected.eq(state)
             for k in range(self.granule, self.width, self.granule):
-                zeros = [row & mask for row in update_matrices(k, self.algorithm)]
+                zeros = [taps & state_bits for taps in update_matrices(k, self.algorithm)]
                 with m.Case(k):
                     for i, row in enumerate(gf2_inverse(zeros)):
                         m.d.comb += corrected[i].eq((state & row).xor())

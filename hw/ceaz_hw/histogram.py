@@ -277,9 +277,9 @@ class Histogram(wiring.Component):
                         m.d.comb += shown.eq(held[j][bank])
             m.d.sync += lane.eq(Mux(have_chunk, shown, 0))
             level.append(lane)
+        # A chunk holds at most max_count values, so no partial sum exceeds count_width.
+        total = self.count_width
         for depth in range(self.tree_levels):
-            # A chunk holds at most max_count values, so no partial sum exceeds count_width.
-            total = self.count_width
             sums = [(level[k] + level[k + 1])[:total] for k in range(0, len(level), 2)]
             if depth % 2 == 1 or depth == self.tree_levels - 1:
                 regs = [Signal(total, name=f"rd_sum{depth}_{k}") for k in range(len(sums))]

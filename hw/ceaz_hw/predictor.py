@@ -432,17 +432,17 @@ class _Core(wiring.Component):
                 past_plane.eq(past_plane | plane_passed),
             ]
 
+        low = (n - 1).bit_length()  # bits of a lane number
+
         def at_most(value, j):
             """value <= j for a lane number j: the comparison of log2(N) bits, since value is
             negative or at least N when its bits from log2(N) up are not all zero."""
-            low = (n - 1).bit_length()
             if low == 0:
                 return value <= j
             below = (value[low:] == 0) & (value[:low] <= j) if j < n - 1 else value[low:] == 0
             return (value < 0) | below
 
         def equal(value, j):
-            low = (n - 1).bit_length()
             return value == j if low == 0 else (value[low:] == 0) & (value[:low] == j)
 
         # The position flags of lane j (j < N); see "Positions".

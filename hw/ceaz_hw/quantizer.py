@@ -268,11 +268,12 @@ class _Lane(wiring.Component):
         prod, coarse = s["prod"], s["shw"][3:6]
         top = prod[WINDOW:]
         byte_nz = Cat(top[8 * i : 8 * i + 8] != 0 for i in range(-(-len(top) // 8)))
-        sticky = Signal()
-        m.d.comb += sticky.eq(prod[:WINDOW] != 0)
+        below, above = Signal(), Signal()  # bits shifted out: below WINDOW, and above it
+        m.d.comb += below.eq(prod[:WINDOW] != 0)
         for i in range(1, len(byte_nz) + 1):
             with m.If(coarse == i):
-                m.d.comb += sticky.eq((prod[:WINDOW] != 0) | (byte_nz[:i] != 0))
+                m.d.comb += above.eq(byte_nz[:i] != 0)
+        sticky = below | above
         s = st.next(**keep(s, "raw", "fill"), fine=s["shw"][:3],
                     tl=s["tl"] | s["under"] | (prod[55] & s["over55"]),
                     t=_widen(m, top >> (coarse * 8), unsigned(Q_BITS + 8)), sticky=sticky)
