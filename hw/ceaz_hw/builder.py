@@ -236,6 +236,7 @@ class CodebookBuilder(wiring.Component):
 
         # -- shared state -------------------------------------------------------------------
         idx = Signal(range(2 * n + buckets + 4))  # the item a phase issues next
+        s1_idx, s2_idx = Signal.like(idx), Signal.like(idx)  # idx one and two clocks ago
         pipe = Signal(6)  # valid bits of a phase's pipeline stages (1 to 6 clocks on)
         issuing = Signal()  # a walk over idx = 0 .. limit - 1 has items left (a register)
 
@@ -261,12 +262,13 @@ class CodebookBuilder(wiring.Component):
         cum = [Signal(pos_width, name=f"cum{k}") for k in range(max_len + 1)]
         next_code = [Signal(max_len + 1, name=f"next_code{k}") for k in range(max_len + 1)]
 
-        with m.If(clearing):
-            for _, wp in counters:
-                m.d.comb += [wp.addr.eq(clear_addr), wp.data.eq(0), wp.en.eq(1)]
+        with m.If(clearing):  # the zeros are written a clock later (see "bucket counters")
             m.d.sync += clear_addr.eq(clear_addr + 1)
             with m.If(clear_addr == buckets - 1):
                 m.d.sync += clearing.eq(0)
+        # The prefix pass's writes, one per digit, are also written a clock later.
+        prefix_write = [Signal(name=f"prefix_write{d}") for d in range(self.digits)]
+        running = [Signal(pos_width, name=f"running{d}") for d in range(self.digits)]
 
         # -- bucket counters: one read-modify-write pipeline per digit -------------------------
         # Read (address), then the table's output into a register, then the count + 1 into a
@@ -281,6 +283,15 @@ class CodebookBuilder(wiring.Component):
         # (``forward2``) and the one three ahead (``forward3``: its write lands in the clock of
         # this item's read). ``load`` drives every digit's pipeline at once, ``scatter`` the
         # current digit's.
+        #
+        # The table's write port is driven by registers alone (``back``, ``back_bucket``,
+        # ``written``): the clearing and the prefix pass write through them as well, a clock
+        # after they decide to. A select between the three writers in front of the port,
+        # decoded from the phase, was the four-lane worst path at d595afa (11.2 ns, 5.2 of it
+        # routing to the block RAM). A zero written a clock late meets the first load's read
+        # at most, and ``forward3`` hands that read the zero; the prefix pass's late writes
+        # have landed before the scatter reads. ``running`` is 0 outside the prefix pass, so
+        # it is the clearing's data too.
         bump_bucket = [Signal(DIGIT_BITS, name=f"bump_bucket{d}") for d in range(self.digits)]
         bump = [Signal(name=f"bump{d}") for d in range(self.digits)]
         bump_pos = []  # per digit: the count before the increment, registered
@@ -289,7 +300,9 @@ class CodebookBuilder(wiring.Component):
         for d, (rp, cwp) in enumerate(counters):
             got_bucket, got = Signal(DIGIT_BITS, name=f"got_bucket{d}"), Signal(name=f"got{d}")
             put_bucket, put = Signal(DIGIT_BITS, name=f"put_bucket{d}"), Signal(name=f"put{d}")
-            back_bucket = Signal(DIGIT_BITS, name=f"back_bucket{d}")  # written back
+            # Written back: the table's address bits (the clearing's addresses wrap on a
+            # smaller table, and a zero it writes must be forwarded at the address it lands).
+            back_bucket = Signal(range(sizes[d]), name=f"back_bucket{d}")
             back = Signal(name=f"back{d}")
             stored = Signal(pos_width, name=f"stored{d}", reset_less=True)
             forward, written = Signal(name=f"forward{d}"), Signal(pos_width, name=f"written{d}")
@@ -305,7 +318,8 @@ class CodebookBuilder(wiring.Component):
             m.d.sync += [
                 got_bucket.eq(bump_bucket[d]), got.eq(bump[d]),
                 put_bucket.eq(got_bucket), put.eq(got),
-                back_bucket.eq(put_bucket), back.eq(put),
+                back_bucket.eq(Mux(put, put_bucket, Mux(clearing, clear_addr, s2_idx))),
+                back.eq(put | clearing | prefix_write[d]),
                 stored.eq(rp.data),
                 forward.eq(put & got & (put_bucket == got_bucket)),
                 forward2_got.eq(put & bump[d] & (put_bucket == bump_bucket[d])),
@@ -314,10 +328,9 @@ class CodebookBuilder(wiring.Component):
                 forward3.eq(forward3_got),
                 written3.eq(written2),
                 written2.eq(written),
-                written.eq(pos + 1),
+                written.eq(Mux(put, pos + 1, running[d])),
             ]
-            with m.If(back):
-                m.d.comb += [cwp.addr.eq(back_bucket), cwp.data.eq(written), cwp.en.eq(1)]
+            m.d.comb += [cwp.addr.eq(back_bucket), cwp.data.eq(written), cwp.en.eq(back)]
             # The element's slot goes through a register too: from the counters' output
             # register through the select into the element table's write address (far
             # across the die) was the two-lane worst path at de8c729 (11.4 ns).
@@ -328,7 +341,6 @@ class CodebookBuilder(wiring.Component):
             bucket_reads.append(stored)
 
         # Pipeline registers shared by the phases (each phase uses the ones it needs).
-        s1_idx, s2_idx = Signal.like(idx), Signal.like(idx)
         # Both tables' first read ports, registered on every clock (the scatter, the merge and
         # the hand-out take them from here); no reset, so that the synthesis flow makes them
         # the block RAMs' output registers (bitstreams/outreg.py).
@@ -379,14 +391,14 @@ class CodebookBuilder(wiring.Component):
 
             # -- radix sort: counts to start offsets, then scatter ----------------------------
             with m.State("PREFIX"):  # every digit's counters at once: they are independent
-                # 0: read a counter; 1: register it; 2: write the running sum, add the count.
+                # 0: read a counter; 1: register it; 2: write the running sum (it lands a
+                # clock later, see "bucket counters"), add the count.
                 issue = issue_until(buckets)
-                running = [Signal(pos_width, name=f"running{d}") for d in range(self.digits)]
-                for (rp, cwp), count, run, size in zip(counters, bucket_reads, running, sizes,
-                                                       strict=True):
+                for (rp, _), count, run, size, write in zip(counters, bucket_reads, running,
+                                                            sizes, prefix_write, strict=True):
                     mine = pipe[1] & (s2_idx < size)  # a smaller table ends earlier
-                    m.d.comb += [rp.addr.eq(idx), cwp.addr.eq(s2_idx), cwp.data.eq(run),
-                                 cwp.en.eq(mine)]
+                    m.d.comb += rp.addr.eq(idx)
+                    m.d.comb += write.eq(mine)
                     with m.If(mine):
                         m.d.sync += run.eq(run + count)
                 m.d.sync += pipe.eq(Cat(issue, pipe[0]))
