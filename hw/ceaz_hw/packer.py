@@ -16,7 +16,8 @@ field is shifted, once, into a window aligned to the output words:
 * ``s2``: each lane's field left-aligned in ``F = max_code_len + 32`` bits (a small shift per
   lane, which also drops anything above ``len``); lanes at or above ``count`` get length 0.
   The beat's escapes are counted here.
-* ``log2(lanes)`` merge levels: ``(a, la), (b, lb) -> (a : b >> la, la + lb)``, left-aligned.
+* ``log2(lanes)`` merge levels: ``(a, la), (b, lb) -> (a : b >> la, la + lb)``, left-aligned;
+  whole fields take two clocks a level (shifted by ``la`` rounded down to 16, then the rest).
 * position stage: the running bit count ``pos`` of the chunk gives the beat's offset in its
   first word (``pos mod W``) and how many words it completes. Sync offsets (``pos`` at the
   start of a beat whose first value index is a non-zero multiple of K) go into a FIFO; the
@@ -126,7 +127,9 @@ class _Front(wiring.Component):
         self.window_words = -(-(width - 1 + self.beat_bits) // width)
         self.pos_bits = (self.field << _COUNT_BITS).bit_length()
         m_words = self.window_words
-        merges = [f"m{k}" for k in range(1, lanes.bit_length())]
+        # A merge level's registered steps: whole fields shift in two (see ``_coarse``).
+        steps = ("c", "") if piece_bits is None else ("",)
+        merges = [f"m{k}{step}" for k in range(1, lanes.bit_length()) for step in steps]
         first = ["s1", "s2"] if piece_bits is None else ["pieces", "g"]
         #: The stages' clock domains, input first.
         self.stages = [*first, *merges, "count", "p", "c", "f"]
@@ -199,6 +202,30 @@ class _Front(wiring.Component):
         side["escapes"] = escapes
         return vals, lens, side
 
+    @staticmethod
+    def _merge(m, a, placed, shift, length, name, domain):
+        """A merge level's output for one pair, registered: ``a`` above ``placed >> shift``
+        (``placed`` is the second field below a field as wide as ``a``, maybe partly
+        shifted already), and the pair's length."""
+        bw = len(a)
+        v = Signal(2 * bw, name=f"{name}_v")
+        n = Signal(range(2 * bw + 1), name=f"{name}_l")
+        m.d[domain] += [v.eq(Cat(Const(0, bw), a) | (placed >> shift)), n.eq(length)]
+        return v, n
+
+    @staticmethod
+    def _coarse(m, a, la, b, lb, name, domain):
+        """A merge's first step: the second field shifted by ``la`` less ``la mod 16``,
+        registered with ``a``, ``la mod 16`` and the pair's length, for ``_merge`` to finish.
+        A shift of a whole field (48 bits by up to 48) in one clock, spread over the die,
+        was the four-lane worst path at d595afa (11.3 ns, nextpnr seed 3)."""
+        bw = len(a)
+        regs = registered(m, {
+            "a": a, "fine": la[:4], "length": la + lb,
+            "placed": Cat(Const(0, bw), b) >> Cat(Const(0, 4), la[4:]),
+        }, name, domain)
+        return regs["a"], regs["placed"], regs["fine"], regs["length"]
+
     def elaborate(self, platform):
         m = Module()
         width = self.width
@@ -207,22 +234,21 @@ class _Front(wiring.Component):
         else:
             vals, lens, side = self._groups(m)
 
-        # Merge tree, one registered level per halving.
+        # Merge tree, one registered level per halving; with whole fields, each level's shift
+        # in two registered steps (see ``_merge``).
         level, bw = 0, self.unit
         while len(vals) > 1:
             level += 1
-            nv, nl = [], []
-            for k in range(0, len(vals), 2):
-                a, la, b, lb = vals[k], lens[k], vals[k + 1], lens[k + 1]
-                v = Signal(2 * bw, name=f"m{level}_{k // 2}_v")
-                n = Signal(range(2 * bw + 1), name=f"m{level}_{k // 2}_l")
-                m.d[f"m{level}"] += [
-                    v.eq(Cat(Const(0, bw), a) | (Cat(Const(0, bw), b) >> la)),
-                    n.eq(la + lb),
-                ]
-                nv.append(v)
-                nl.append(n)
-            vals, lens, bw = nv, nl, 2 * bw
+            pairs = [(vals[k], lens[k], vals[k + 1], lens[k + 1], f"m{level}_{k // 2}")
+                     for k in range(0, len(vals), 2)]
+            if self.piece_bits is None:
+                steps = [(*self._coarse(m, *pair, f"m{level}c"), pair[-1]) for pair in pairs]
+                side = registered(m, side, f"m{level}c", f"m{level}c")
+            else:
+                steps = [(a, Cat(Const(0, bw), b), la, la + lb, name)
+                         for a, la, b, lb, name in pairs]
+            merged = [self._merge(m, *step, f"m{level}") for step in steps]
+            vals, lens, bw = [v for v, _ in merged], [n for _, n in merged], 2 * bw
             side = registered(m, side, f"m{level}", f"m{level}")
         value, length = vals[0], lens[0]
 
@@ -351,7 +377,8 @@ class Packer(wiring.Component):
         position, two shift stages, the accumulator and the output buffer."""
         lanes, bits = self.lanes, self.piece_bits
         front = 2 if bits is None else pieces_latency(lanes, self.max_code_len, bits) + 1
-        return front + (lanes.bit_length() - 1) + 3 + 2
+        merges = (lanes.bit_length() - 1) * (2 if bits is None else 1)
+        return front + merges + 3 + 2
 
     def __init__(self, lanes=1, max_code_len=fmt.MAX_CODE_LEN, max_sync=1024, piece_bits=None):
         if lanes not in LANE_COUNTS:
@@ -374,6 +401,29 @@ class Packer(wiring.Component):
     #: Front registers after the position stage; the next chunk's beats can push this many
     #: sync offsets while the current chunk's are still in the FIFO.
     _PAST_POSITION = 3
+
+    @staticmethod
+    def _merge(m, a, la, b, lb, name, bw, domain):
+        """``(a, la), (b, lb) -> (a : b >> la, la + lb)``, registered; ``b`` may come
+        pre-shifted (``_coarse``), and then ``la`` is only the rest of its shift."""
+        v = Signal(2 * bw, name=f"{name}_v")
+        n = Signal(range(2 * bw + 1), name=f"{name}_l")
+        m.d[domain] += [v.eq(Cat(Const(0, len(b) - bw), a) | (b >> la)), n.eq(la + lb)]
+        return v, n
+
+    @staticmethod
+    def _coarse(m, b, la, lb, name, domain):
+        """The first step of a merge's shift: ``b`` placed below a ``bw``-bit ``a``, shifted
+        by ``la`` less ``la mod 16``, registered with ``la mod 16`` and the pair's length, for
+        ``_merge`` to finish. A shift of a whole field (48 bits by up to 48) in one clock,
+        spread over the die, was the four-lane worst path at d595afa (11.3 ns, seed 3)."""
+        bw = len(b)
+        shifted = Signal(2 * bw, name=f"{name}_b")
+        fine = Signal(4, name=f"{name}_fine")
+        total = Signal(range(2 * bw + 1), name=f"{name}_sum")
+        m.d[domain] += [shifted.eq(Cat(Const(0, bw), b) >> Cat(Const(0, 4), la[4:])),
+                        fine.eq(la[:4]), total.eq(la + lb)]
+        return shifted, fine, total, Const(0, 1)
 
     def elaborate(self, platform):
         m = Module()
