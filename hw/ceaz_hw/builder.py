@@ -446,6 +446,7 @@ class CodebookBuilder(wiring.Component):
             made = Signal(range(n))  # internal nodes made
             second = Signal()  # the next take is the second of its node
             remaining = Signal(range(n))  # parents the depth pass has still to read
+            reading = Signal()  # remaining != 0, as a register (off the idx decrement)
             first_w = Signal(self.node_width)
             taken_w_r = Signal(self.node_width)
             made_w = first_w + taken_w_r  # the node the last take completes, if second
@@ -461,6 +462,11 @@ class CodebookBuilder(wiring.Component):
                                                           for k in range(3))
             head_addr, head_addr_next = Signal(sw), Signal(sw)
             node_addr_next = Signal(range(n))  # node + 1
+            # node + 1 as a register of its own, set with node: both node queue reads come
+            # from registers, not through a select decoded from the phase (with the address
+            # computed in capture, that was the path to the node table with nextpnr seed 3
+            # at 9b85eb5, 9.9 ns, 5.2 of it routing).
+            node_after = Signal(range(n + 1))
             leaf_next = Signal(range(n + 1))  # leaf + 1 (the take picks counts, adds nothing)
             # The last take was an internal node (cleared for the first heads: the leaf comes
             # from the "next" port, the node from the other).
@@ -484,12 +490,13 @@ class CodebookBuilder(wiring.Component):
                 # register after MERGE_FILL; no node yet: the first capture finds the node
                 # queue empty.
                 m.d.comb += sorted_next_rp.addr.eq(n - 1)
-                m.d.sync += [leaf.eq(0), node.eq(0), made.eq(0), second.eq(0), capture.eq(1),
+                m.d.sync += [leaf.eq(0), node.eq(0), node_after.eq(1), made.eq(0), second.eq(0),
+                             capture.eq(1),
                              decided.eq(0), node_taken_r.eq(0),
                              head_addr.eq(n - 1), head_addr_next.eq(n - 2)]
                 # The depth pass's start, set here: the merge's last take then changes the
                 # state alone, not 30 counters as well.
-                m.d.sync += [idx.eq(n - 3), remaining.eq(n - 2), pipe.eq(0)]
+                m.d.sync += [idx.eq(n - 3), remaining.eq(n - 2), reading.eq(n != 2), pipe.eq(0)]
                 m.d.sync += [inner[0].eq(1)] + [c.eq(0) for c in inner[1:]]
                 m.next = "MERGE_FILL"
 
@@ -513,8 +520,7 @@ class CodebookBuilder(wiring.Component):
             with m.State("MERGE"):
                 m.d.sync += capture.eq(~capture)
                 with m.If(capture):
-                    m.d.comb += [node_rp.addr.eq(node), node_next_rp.addr.eq(node + 1),
-                                 sorted_rp.addr.eq(head_addr),
+                    m.d.comb += [sorted_rp.addr.eq(head_addr),
                                  sorted_next_rp.addr.eq(head_addr_next)]
                     _, leaf_w = unpack(Mux(node_taken_r, sorted_q, sorted_next_q))
                     completed = decided & second & (node == made)
@@ -549,6 +555,7 @@ class CodebookBuilder(wiring.Component):
                         node_taken_r.eq(~take_leaf),
                         leaf.eq(Mux(take_leaf, leaf_next, leaf)),
                         node.eq(Mux(take_leaf, node, node_addr_next)),
+                        node_after.eq(Mux(take_leaf, node_addr_next, node_addr_next + 1)),
                         decided.eq(1),
                         # capture writes the node after its second take (not the root) and
                         # the parent of a node taken
@@ -569,7 +576,6 @@ class CodebookBuilder(wiring.Component):
                 # forward is compared a clock ahead, against what ``last_idx`` and
                 # ``prev_idx`` will hold: the comparison then stays off the add (the smoke
                 # core's worst path at 398bf66).
-                reading = remaining != 0
                 m.d.comb += parent_rp.addr.eq(idx)
                 m.d.sync += s2_parent.eq(parent_rp.data)
                 m.d.comb += depth_rp.addr.eq(s2_parent)  # the root's read is ignored
@@ -594,8 +600,10 @@ class CodebookBuilder(wiring.Component):
                         for k in range(1, len(inner)):
                             with m.Case(k):
                                 m.d.sync += inner[k].eq(inner[k] + 1)
-                m.d.sync += [pipe.eq(Cat(reading, pipe[:5])), idx.eq(idx - reading),
-                             remaining.eq(remaining - reading)]
+                m.d.sync += pipe.eq(Cat(reading, pipe[:5]))
+                with m.If(reading):
+                    m.d.sync += [idx.eq(idx - 1), remaining.eq(remaining - 1),
+                                 reading.eq(remaining != 1)]
                 with m.If(~reading & (pipe == 0)):
                     m.next = "LEAVES"
 
@@ -762,6 +770,8 @@ class CodebookBuilder(wiring.Component):
             node_wp.data.eq(made_w),
             node_wp.en.eq(node_we),
         ]
+        # The node queue is read every clock (only the reads in capture are used).
+        m.d.comb += [node_rp.addr.eq(node), node_next_rp.addr.eq(node_after)]
         m.d.sync += [node_q.eq(node_rp.data), node_next_q.eq(node_next_rp.data),
                      sorted_next_q.eq(sorted_next_rp.data)]
         m.d.sync += [raw.eq(elem[k][0].data) for k, raw in enumerate(s1_raw)]
