@@ -124,7 +124,8 @@ class HuffmanLanes(wiring.Component):
     cb_we : ``In(1)``
         Writes the next bank, one entry per clock it is high (unless ``cb_pending``).
     cb_commit : ``In(1)``
-        A pulse: the next bank becomes active at the next chunk's first beat.
+        A pulse: the next bank becomes active at the next chunk's first beat. It must come at
+        least a clock after the last ``cb_we`` (a write reaches the RAM a clock late).
     cb_pending : ``Out(1)``
         A commit waits for a chunk's first beat.
     cb_busy_error : ``Out(1)``
@@ -203,6 +204,18 @@ class HuffmanLanes(wiring.Component):
         in_ram = 2 * self._radius  # symbols below the escapes
         write_base = Mux(active, 0, in_ram)  # the next bank
 
+        # The RAMs' writes come from registers, a clock late: the select between the host's
+        # and the builder's writes, the range checks and the bank's base in front of the
+        # RAMs' write ports, routed across the die, were the four-lane worst path at
+        # a9dff1d with classic ABC (11.3 ns, 5.1 of it routing to a block RAM). A lookup
+        # cannot meet a late write: the bank swaps only after a commit, which comes at
+        # least a clock after the last write.
+        ram_addr = Signal(range(2 * in_ram), name="cb_ram_addr")
+        ram_data = Signal(entry, name="cb_ram_data")
+        ram_we = Signal(name="cb_ram_we")
+        m.d.sync += [ram_addr.eq(write_base + self.cb_addr), ram_data.eq(self.cb_data),
+                     ram_we.eq(write & (self.cb_addr < in_ram))]
+
         # The escapes' entries, [bank][0: verbatim, 1: fill], written like the RAM.
         escapes = [[Signal(entry, name=f"esc_entry{b}_{k}") for k in range(2)]
                    for b in range(2)]
@@ -223,9 +236,9 @@ class HuffmanLanes(wiring.Component):
             rp = mem.read_port(domain="sync")
             sym = self.i.payload.lanes[lane].sym
             m.d.comb += [
-                wp.addr.eq(write_base + self.cb_addr),
-                wp.data.eq(self.cb_data),
-                wp.en.eq(write & (self.cb_addr < in_ram)),
+                wp.addr.eq(ram_addr),
+                wp.data.eq(ram_data),
+                wp.en.eq(ram_we),
                 # An escape's address is out of range or another symbol's: stage 3 ignores
                 # its data.
                 rp.addr.eq(Mux(read_bank, in_ram + sym, sym)),
