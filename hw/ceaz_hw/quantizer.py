@@ -249,11 +249,16 @@ class _Lane(wiring.Component):
             mx=mx,  # registered per lane: the multipliers then start from a register
             fill=cfg.fill_enable & (x == cfg.fill_bits),
             tl=(e == 0xFF) | (big & (mx != 0)),  # NaN, Inf or too large
-            under=low | (~high & (w < 0)),
-            over55=~e0 & (low | (~high & (w <= 0))),
-            shw=Mux(high, 62 - WINDOW, w)[:6],  # 0 .. 62 - WINDOW unless under
+            e0=e0, low=low, high=high, w=w,
         )
-        s = st.next(**keep(s, "raw", "fill", "tl", "under", "over55", "shw"),
+        # The flags and the shift from registers, beside the multipliers: formed in the
+        # first stage, the subtraction and both comparisons after the input's route to the
+        # lane were the four-lane worst path at 222fe74 (10.4 ns, nextpnr seed 1).
+        low, high, w = s["low"], s["high"], s["w"]
+        s = st.next(**keep(s, "raw", "fill", "tl"),
+                    under=low | (~high & (w < 0)),
+                    over55=~s["e0"] & (low | (~high & (w <= 0))),
+                    shw=Mux(high, 62 - WINDOW, w)[:6],  # 0 .. 62 - WINDOW unless under
                     **_partial_products(s["mx"], cfg.cm, 12, 16))
 
         terms, lo = _sum_cross_terms(s, 12, 16)
