@@ -577,12 +577,10 @@ class CodebookBuilder(wiring.Component):
                 # ``prev_idx`` will hold: the comparison then stays off the add (the smoke
                 # core's worst path at 398bf66).
                 m.d.comb += parent_rp.addr.eq(idx)
-                m.d.sync += s2_parent.eq(parent_rp.data)
                 m.d.comb += depth_rp.addr.eq(s2_parent)  # the root's read is ignored
                 m.d.sync += [s3_parent.eq(s2_parent), s3_idx.eq(s2_idx),
                              s3_root.eq(s2_parent == n - 2),
-                             s4_parent.eq(s3_parent), s4_idx.eq(s3_idx), s4_root.eq(s3_root),
-                             s4_depth.eq(depth_rp.data)]
+                             s4_parent.eq(s3_parent), s4_idx.eq(s3_idx), s4_root.eq(s3_root)]
                 m.d.sync += [s4_from_last.eq(pipe[3] & (s3_parent == s4_idx)),
                              s4_from_prev.eq(pipe[4] & (s3_parent == last_idx))]
                 parent_depth = Mux(s4_from_last, last_depth,
@@ -775,6 +773,11 @@ class CodebookBuilder(wiring.Component):
         m.d.sync += [node_q.eq(node_rp.data), node_next_q.eq(node_next_rp.data),
                      sorted_next_q.eq(sorted_next_rp.data)]
         m.d.sync += [raw.eq(elem[k][0].data) for k, raw in enumerate(s1_raw)]
+        # The depth pass's table reads, also registered on every clock: assigned in its phase
+        # only, s4_depth's enable put a LUT between the depth table and its register, which
+        # then could not become the block RAM's output register (the four-lane worst path
+        # at 9290163 with nextpnr seed 1: 10.8 ns, 4.6 of it routing).
+        m.d.sync += [s2_parent.eq(parent_rp.data), s4_depth.eq(depth_rp.data)]
         with m.If(node_we):
             m.d.sync += stored_w.eq(made_w)
 
