@@ -223,8 +223,12 @@ class CodebookBuilder(wiring.Component):
         # meets a write.
         node_rp, node_next_rp, node_wp = memory("nodes", unsigned(self.node_width), inner_nodes,
                                                 reads=2, collides=False)
-        parent_rp, parent_wp = memory("parents", unsigned(sw), inner_nodes)
-        depth_rp, depth_wp = memory("depths", unsigned(depth_width), inner_nodes)
+        # Parents are written in the merge and read in the depth pass only. A depth read that
+        # meets the write of its address (two items ahead) is replaced by the forwarded value
+        # (see "DEPTH"). Without ``no_rw_check``, yosys's old-data bypass sat between the
+        # depth table and its register (the four-lane worst path at de08fd1, seed 3: 11.3 ns).
+        parent_rp, parent_wp = memory("parents", unsigned(sw), inner_nodes, collides=False)
+        depth_rp, depth_wp = memory("depths", unsigned(depth_width), inner_nodes, collides=False)
         # Written in the hand-out only, read in the codes only (after the writes have landed).
         length_rp, length_wp = memory("lengths", unsigned(LENGTH_BITS), n, collides=False)
 
