@@ -38,7 +38,7 @@ after another, each phase a short pipeline that handles one item per clock:
     no earlier commit is pending.
 
 Read-modify-write pipelines register every table output; the bucket counters forward the
-three items ahead of them from registers, and the depth pass the two ahead of it. No other
+three items ahead of them from registers, and the depth pass the three ahead of it. No other
 table is read and written in the same clock. Hand-written because it must be bit-exact with
 ``ceaz.huffman``; ``tests/test_builder_dataflow.py`` checks the same
 phases in Python and ``sim/test_builder.py`` checks this RTL against the model.
@@ -224,9 +224,10 @@ class CodebookBuilder(wiring.Component):
         node_rp, node_next_rp, node_wp = memory("nodes", unsigned(self.node_width), inner_nodes,
                                                 reads=2, collides=False)
         # Parents are written in the merge and read in the depth pass only. A depth read that
-        # meets the write of its address (two items ahead) is replaced by the forwarded value
-        # (see "DEPTH"). Without ``no_rw_check``, yosys's old-data bypass sat between the
-        # depth table and its register (the four-lane worst path at de08fd1, seed 3: 11.3 ns).
+        # meets the write of its address (up to three items ahead) is replaced by the
+        # forwarded value (see "DEPTH"). Without ``no_rw_check``, yosys's old-data bypass sat
+        # between the depth table and its register (the four-lane worst path at de08fd1,
+        # seed 3: 11.3 ns).
         parent_rp, parent_wp = memory("parents", unsigned(sw), inner_nodes, collides=False)
         depth_rp, depth_wp = memory("depths", unsigned(depth_width), inner_nodes, collides=False)
         # Written in the hand-out only, read in the codes only (after the writes have landed).
@@ -355,12 +356,16 @@ class CodebookBuilder(wiring.Component):
         # (s2_parent and s4_depth take the tables' reads: no reset, as s1_raw.)
         s2_parent = Signal(sw, reset_less=True)
         s3_parent, s4_parent = (Signal(sw, name=f"s{k}_parent") for k in (3, 4))
-        s3_idx, s4_idx, last_idx, prev_idx = (Signal.like(idx) for _ in range(4))
+        s3_idx, s4_idx, last_idx, prev_idx, prev2_idx = (Signal.like(idx) for _ in range(5))
         s3_root, s4_root = Signal(), Signal()
         s4_depth = Signal(depth_width, reset_less=True)
-        last_depth, prev_depth = Signal(depth_width), Signal(depth_width)
+        last_depth, prev_depth, prev2_depth = (Signal(depth_width, name=f"{k}_depth")
+                                               for k in ("last", "prev", "prev2"))
+        # The depth table's write, from registers (a clock after the depth is formed).
+        depth_waddr, depth_wdata = Signal(range(inner_nodes)), Signal(depth_width)
+        depth_we = Signal()
         # Stage 4's forwarding decisions, compared in stage 3 (see "DEPTH").
-        s4_from_last, s4_from_prev = Signal(), Signal()
+        s4_from_last, s4_from_prev, s4_from_prev2 = Signal(), Signal(), Signal()
         m.d.sync += [s1_idx.eq(idx), s2_idx.eq(s1_idx)]
 
         with m.FSM(name="phase") as phase:
@@ -572,29 +577,34 @@ class CodebookBuilder(wiring.Component):
             # leaves, so the leaves per depth follow from the internal nodes per depth:
             # bl[d] = 2 inner[d - 1] - inner[d]. Half the items of a pass over all nodes.
             with m.State("DEPTH"):
-                # Five stages, every memory output into a register: (0) read the parent,
+                # Six stages, every memory output into a register: (0) read the parent,
                 # (1) register it, (2) read the parent's depth, (3) register that, (4) add
-                # one and write. The two items just ahead write after this item's read, so
-                # their depths are forwarded from ``last_*`` and ``prev_*``. (A transparent
-                # read port instead let yosys drop the register after the table.) Whether to
-                # forward is compared a clock ahead, against what ``last_idx`` and
-                # ``prev_idx`` will hold: the comparison then stays off the add (the smoke
-                # core's worst path at 398bf66).
+                # one, (5) write it from registers (the table's data no longer runs through
+                # the add back into the table: at fa053bd, seed 3, that loop crossed the die
+                # twice, 15.4 ns). The three items just ahead write in or after the clock of
+                # this item's read, so their depths are forwarded from ``last_*``, ``prev_*``
+                # and ``prev2_*``. (A transparent read port instead let yosys drop the
+                # register after the table.) Whether to forward is compared a clock ahead,
+                # against what ``last_idx``, ``prev_idx`` and ``prev2_idx`` will hold: the
+                # comparison then stays off the add (the smoke core's worst path at 398bf66).
                 m.d.comb += parent_rp.addr.eq(idx)
                 m.d.comb += depth_rp.addr.eq(s2_parent)  # the root's read is ignored
                 m.d.sync += [s3_parent.eq(s2_parent), s3_idx.eq(s2_idx),
                              s3_root.eq(s2_parent == n - 2),
                              s4_parent.eq(s3_parent), s4_idx.eq(s3_idx), s4_root.eq(s3_root)]
                 m.d.sync += [s4_from_last.eq(pipe[3] & (s3_parent == s4_idx)),
-                             s4_from_prev.eq(pipe[4] & (s3_parent == last_idx))]
+                             s4_from_prev.eq(pipe[4] & (s3_parent == last_idx)),
+                             s4_from_prev2.eq(pipe[5] & (s3_parent == prev_idx))]
                 parent_depth = Mux(s4_from_last, last_depth,
-                                   Mux(s4_from_prev, prev_depth, s4_depth))
+                                   Mux(s4_from_prev, prev_depth,
+                                       Mux(s4_from_prev2, prev2_depth, s4_depth)))
                 depth = Signal(depth_width)
                 m.d.comb += depth.eq(Mux(s4_root, 1, parent_depth + 1))
-                m.d.comb += [depth_wp.addr.eq(s4_idx), depth_wp.data.eq(depth),
-                             depth_wp.en.eq(pipe[3])]
+                m.d.sync += [depth_waddr.eq(s4_idx), depth_wdata.eq(depth),
+                             depth_we.eq(pipe[3])]
                 m.d.sync += [last_idx.eq(s4_idx), last_depth.eq(depth),
-                             prev_idx.eq(last_idx), prev_depth.eq(last_depth)]
+                             prev_idx.eq(last_idx), prev_depth.eq(last_depth),
+                             prev2_idx.eq(prev_idx), prev2_depth.eq(prev_depth)]
                 # Counted a clock later, from a register: the adder reaches only the write
                 # port and a register, not the per-depth counters' decoder.
                 with m.If(pipe[4]):
@@ -782,6 +792,8 @@ class CodebookBuilder(wiring.Component):
         # then could not become the block RAM's output register (the four-lane worst path
         # at 9290163 with nextpnr seed 1: 10.8 ns, 4.6 of it routing).
         m.d.sync += [s2_parent.eq(parent_rp.data), s4_depth.eq(depth_rp.data)]
+        m.d.comb += [depth_wp.addr.eq(depth_waddr), depth_wp.data.eq(depth_wdata),
+                     depth_wp.en.eq(depth_we)]
         with m.If(node_we):
             m.d.sync += stored_w.eq(made_w)
 
