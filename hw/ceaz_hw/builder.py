@@ -454,8 +454,9 @@ class CodebookBuilder(wiring.Component):
             node = Signal(range(n))  # internal nodes taken
             made = Signal(range(n))  # internal nodes made
             second = Signal()  # the next take is the second of its node
-            remaining = Signal(range(n))  # parents the depth pass has still to read
-            reading = Signal()  # remaining != 0, as a register (off the idx decrement)
+            # The depth pass has parents left to read (idx, counting down, has not passed 0),
+            # as a register: off the idx decrement.
+            reading = Signal()
             first_w = Signal(self.node_width)
             taken_w_r = Signal(self.node_width)
             made_w = first_w + taken_w_r  # the node the last take completes, if second
@@ -470,7 +471,6 @@ class CodebookBuilder(wiring.Component):
             leaf_addr, leaf_addr_next, leaf_addr_next2 = (Signal(sw, name=f"leaf_addr{k}")
                                                           for k in range(3))
             head_addr, head_addr_next = Signal(sw), Signal(sw)
-            node_addr_next = Signal(range(n))  # node + 1
             # node + 1 as a register of its own, set with node: both node queue reads come
             # from registers, not through a select decoded from the phase (with the address
             # computed in capture, that was the path to the node table with nextpnr seed 3
@@ -505,7 +505,7 @@ class CodebookBuilder(wiring.Component):
                              head_addr.eq(n - 1), head_addr_next.eq(n - 2)]
                 # The depth pass's start, set here: the merge's last take then changes the
                 # state alone, not 30 counters as well.
-                m.d.sync += [idx.eq(n - 3), remaining.eq(n - 2), reading.eq(n != 2), pipe.eq(0)]
+                m.d.sync += [idx.eq(n - 3), reading.eq(n != 2), pipe.eq(0)]
                 m.d.sync += [inner[0].eq(1)] + [c.eq(0) for c in inner[1:]]
                 m.next = "MERGE_FILL"
 
@@ -546,7 +546,6 @@ class CodebookBuilder(wiring.Component):
                                  leaf_addr.eq(n - 1 - leaf),
                                  leaf_addr_next.eq(n - 2 - leaf),
                                  leaf_addr_next2.eq(n - 3 - leaf),
-                                 node_addr_next.eq(node + 1),
                                  leaf_next.eq(leaf + 1),
                                  stored_now.eq(node_we)]  # the write landing now, next time
                     with m.If(decided):  # the take's writes: after the FSM
@@ -563,8 +562,8 @@ class CodebookBuilder(wiring.Component):
                         taken_w_r.eq(Mux(take_leaf, leaf_h, node_h)),
                         node_taken_r.eq(~take_leaf),
                         leaf.eq(Mux(take_leaf, leaf_next, leaf)),
-                        node.eq(Mux(take_leaf, node, node_addr_next)),
-                        node_after.eq(Mux(take_leaf, node_addr_next, node_addr_next + 1)),
+                        node.eq(Mux(take_leaf, node, node_after)),
+                        node_after.eq(Mux(take_leaf, node_after, node_after + 1)),
                         decided.eq(1),
                         # capture writes the node after its second take (not the root) and
                         # the parent of a node taken
@@ -614,8 +613,7 @@ class CodebookBuilder(wiring.Component):
                                 m.d.sync += inner[k].eq(inner[k] + 1)
                 m.d.sync += pipe.eq(Cat(reading, pipe[:5]))
                 with m.If(reading):
-                    m.d.sync += [idx.eq(idx - 1), remaining.eq(remaining - 1),
-                                 reading.eq(remaining != 1)]
+                    m.d.sync += [idx.eq(idx - 1), reading.eq(idx != 0)]
                 with m.If(~reading & (pipe == 0)):
                     m.next = "LEAVES"
 
