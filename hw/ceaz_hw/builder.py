@@ -209,6 +209,17 @@ class CodebookBuilder(wiring.Component):
         # Neither is read (for data that is used) while it is written.
         elem = [memory(f"order{k}", unsigned(sw + ww), n, reads=1 + k, collides=False)
                 for k in range(2)]
+        # Their write ports are driven by registers alone: the load and the scatter decide a
+        # write a clock ahead. The load's payload + 1 straight into the write data, routed
+        # to the block RAM, was the four-lane worst path at 7345ca3 with nextpnr seed 3
+        # (5.3 ns of routing). A pass's last write lands in the clock its phase ends, before
+        # the next phase reads.
+        elem_waddr = [Signal(range(n), name=f"order{k}_waddr") for k in range(2)]
+        elem_wdata = [Signal(sw + ww, name=f"order{k}_wdata") for k in range(2)]
+        elem_we = [Signal(name=f"order{k}_we") for k in range(2)]
+        m.d.sync += [we.eq(0) for we in elem_we]
+        for (*_, wp), waddr, wdata, we in zip(elem, elem_waddr, elem_wdata, elem_we, strict=True):
+            m.d.comb += [wp.addr.eq(waddr), wp.data.eq(wdata), wp.en.eq(we)]
         # Each digit's bucket counters; the top digit may have fewer bits than the others.
         sizes = [1 << min(DIGIT_BITS, ww - d * DIGIT_BITS) for d in range(self.digits)]
         # A count read in the clock its bucket is written is not used (see "bucket counters").
@@ -375,9 +386,9 @@ class CodebookBuilder(wiring.Component):
                 m.d.comb += self.i.ready.eq(~clearing)
                 weight = Signal(ww)
                 m.d.comb += weight.eq(self.i.payload + 1)
-                for *_, wp in elem:  # both: either may be the first pass's source
-                    m.d.comb += [wp.addr.eq(idx), wp.data.eq(Cat(idx[:sw], weight)),
-                                 wp.en.eq(take)]
+                for k in range(2):  # both: either may be the first pass's source
+                    m.d.sync += [elem_waddr[k].eq(idx), elem_wdata[k].eq(Cat(idx[:sw], weight)),
+                                 elem_we[k].eq(take)]
                 for d in range(self.digits):
                     m.d.comb += [bump_bucket[d].eq(bucket(weight, d)), bump[d].eq(take)]
                 with m.If(take):
@@ -420,8 +431,8 @@ class CodebookBuilder(wiring.Component):
                 issue = issue_until(n)
                 # 0: read the source slot; 1: register it; 2: the source picked, registered;
                 # read its bucket's offset; 3: register that; 4: the offset + 1 into a
-                # register, the offset into another; 5: write the element at the offset and
-                # the offset + 1 back.
+                # register, the offset into another; 5: the element's write at the offset
+                # into registers (it lands a clock later), the offset + 1 written back.
                 m.d.comb += [elem[0][0].addr.eq(idx), elem[1][0].addr.eq(idx)]
                 # Both tables' outputs are registered, then the source picked and registered:
                 # neither the select nor the bucket's address is on a block RAM's output path
@@ -435,10 +446,10 @@ class CodebookBuilder(wiring.Component):
                             _, w2 = unpack(s2_elem)
                             m.d.comb += [bump_bucket[d].eq(bucket(w2, d)), bump[d].eq(pipe[2])]
                             for k in range(2):
-                                dst_wp = elem[k][-1]
                                 with m.If(src != k):
-                                    m.d.comb += [dst_wp.addr.eq(bump_pos[d]),
-                                                 dst_wp.data.eq(s5_elem), dst_wp.en.eq(pipe[5])]
+                                    m.d.sync += [elem_waddr[k].eq(bump_pos[d]),
+                                                 elem_wdata[k].eq(s5_elem),
+                                                 elem_we[k].eq(pipe[5])]
                 m.d.sync += pipe.eq(Cat(issue, pipe[:5]))
                 with m.If(~issue & (pipe == 0)):
                     m.d.sync += [idx.eq(0), issuing.eq(1), pipe.eq(0), src.eq(~src),
