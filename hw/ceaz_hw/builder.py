@@ -253,7 +253,7 @@ class CodebookBuilder(wiring.Component):
         # -- shared state -------------------------------------------------------------------
         idx = Signal(range(2 * n + buckets + 4))  # the item a phase issues next
         s1_idx, s2_idx = Signal.like(idx), Signal.like(idx)  # idx one and two clocks ago
-        pipe = Signal(6)  # valid bits of a phase's pipeline stages (1 to 6 clocks on)
+        pipe = Signal(8)  # valid bits of a phase's pipeline stages (1 to 8 clocks on)
         issuing = Signal()  # a walk over idx = 0 .. limit - 1 has items left (a register)
 
         def issue_until(limit):
@@ -363,20 +363,23 @@ class CodebookBuilder(wiring.Component):
         s1_raw = [Signal(sw + ww, name=f"s1_raw{k}", reset_less=True) for k in range(2)]
         s2_elem, s3_elem, s4_elem, s5_elem = (Signal(sw + ww, name=f"s{k}_elem")
                                               for k in (2, 3, 4, 5))
-        # The depth pass's parent, node and root flag in its later stages, its last write.
-        # (s2_parent and s4_depth take the tables' reads: no reset, as s1_raw.)
+        # The depth pass's parent, node and root flag in its later stages, and the items
+        # whose depths are forwarded. (s2_parent and s4_depth take the tables' reads: no
+        # reset, as s1_raw.)
         s2_parent = Signal(sw, reset_less=True)
         s3_parent, s4_parent = (Signal(sw, name=f"s{k}_parent") for k in (3, 4))
-        s3_idx, s4_idx, last_idx, prev_idx, prev2_idx = (Signal.like(idx) for _ in range(5))
-        s3_root, s4_root = Signal(), Signal()
+        s3_idx, s4_idx, s5_idx = (Signal.like(idx, name=f"s{k}_idx") for k in (3, 4, 5))
+        s3_root, s4_root, s5_root = (Signal(name=f"s{k}_root") for k in (3, 4, 5))
         s4_depth = Signal(depth_width, reset_less=True)
-        last_depth, prev_depth, prev2_depth = (Signal(depth_width, name=f"{k}_depth")
-                                               for k in ("last", "prev", "prev2"))
+        s5_depth = Signal(depth_width)
+        # The depths formed 1, 2, 3 and 4 items ahead (see "DEPTH"), with their nodes.
+        ahead_idx = [Signal.like(idx, name=f"ahead{k}_idx") for k in range(1, 5)]
+        ahead_depth = [Signal(depth_width, name=f"ahead{k}_depth") for k in range(1, 5)]
         # The depth table's write, from registers (a clock after the depth is formed).
         depth_waddr, depth_wdata = Signal(range(inner_nodes)), Signal(depth_width)
         depth_we = Signal()
-        # Stage 4's forwarding decisions, compared in stage 3 (see "DEPTH").
-        s4_from_last, s4_from_prev, s4_from_prev2 = Signal(), Signal(), Signal()
+        # Stage 5's forwarding decisions, compared in stage 4 (see "DEPTH").
+        from_ahead = [Signal(name=f"from_ahead{k}") for k in range(1, 5)]
         m.d.sync += [s1_idx.eq(idx), s2_idx.eq(s1_idx)]
 
         with m.FSM(name="phase") as phase:
@@ -587,42 +590,50 @@ class CodebookBuilder(wiring.Component):
             # leaves, so the leaves per depth follow from the internal nodes per depth:
             # bl[d] = 2 inner[d - 1] - inner[d]. Half the items of a pass over all nodes.
             with m.State("DEPTH"):
-                # Six stages, every memory output into a register: (0) read the parent,
-                # (1) register it, (2) read the parent's depth, (3) register that, (4) add
-                # one, (5) write it from registers (the table's data no longer runs through
-                # the add back into the table: at fa053bd, seed 3, that loop crossed the die
-                # twice, 15.4 ns). The three items just ahead write in or after the clock of
-                # this item's read, so their depths are forwarded from ``last_*``, ``prev_*``
-                # and ``prev2_*``. (A transparent read port instead let yosys drop the
-                # register after the table.) Whether to forward is compared a clock ahead,
-                # against what ``last_idx``, ``prev_idx`` and ``prev2_idx`` will hold: the
-                # comparison then stays off the add (the smoke core's worst path at 398bf66).
+                # Seven stages, every memory output into a register: (0) read the parent,
+                # (1) register it, (2) read the parent's depth, (3) register that (the block
+                # RAM's output register), (4) again, in the fabric, (5) add one, (6) write it
+                # from registers. Stage 4 is there for the routing: from the depth table's
+                # output register straight into the add was the four-lane worst path at
+                # 0070bf6 with nextpnr seed 3 (5.3 ns of routing). Neither does the table's
+                # data run through the add back into the table (at fa053bd, seed 3, that loop
+                # crossed the die twice, 15.4 ns). The four items just ahead write in or
+                # after the clock of this item's read, so their depths are forwarded from
+                # ``ahead_*`` (nearest first). (A transparent read port instead let yosys drop
+                # the register after the table.) Whether to forward is compared a clock ahead,
+                # against what ``ahead_idx`` will hold: the comparison then stays off the add
+                # (the smoke core's worst path at 398bf66).
                 m.d.comb += parent_rp.addr.eq(idx)
                 m.d.comb += depth_rp.addr.eq(s2_parent)  # the root's read is ignored
                 m.d.sync += [s3_parent.eq(s2_parent), s3_idx.eq(s2_idx),
                              s3_root.eq(s2_parent == n - 2),
-                             s4_parent.eq(s3_parent), s4_idx.eq(s3_idx), s4_root.eq(s3_root)]
-                m.d.sync += [s4_from_last.eq(pipe[3] & (s3_parent == s4_idx)),
-                             s4_from_prev.eq(pipe[4] & (s3_parent == last_idx)),
-                             s4_from_prev2.eq(pipe[5] & (s3_parent == prev_idx))]
-                parent_depth = Mux(s4_from_last, last_depth,
-                                   Mux(s4_from_prev, prev_depth,
-                                       Mux(s4_from_prev2, prev2_depth, s4_depth)))
+                             s4_parent.eq(s3_parent), s4_idx.eq(s3_idx), s4_root.eq(s3_root),
+                             s5_idx.eq(s4_idx), s5_root.eq(s4_root), s5_depth.eq(s4_depth)]
+                # pipe[j] marks an item in stage j + 1: as this item is in stage 4, the one
+                # k + 1 ahead is in stage 5 + k.
+                will_hold = [s5_idx, *ahead_idx[:3]]
+                m.d.sync += [decide.eq(pipe[4 + k] & (s4_parent == held))
+                             for k, (decide, held) in enumerate(zip(from_ahead, will_hold,
+                                                                     strict=True))]
+                parent_depth = s5_depth
+                for decide, held in reversed(list(zip(from_ahead, ahead_depth, strict=True))):
+                    parent_depth = Mux(decide, held, parent_depth)
                 depth = Signal(depth_width)
-                m.d.comb += depth.eq(Mux(s4_root, 1, parent_depth + 1))
-                m.d.sync += [depth_waddr.eq(s4_idx), depth_wdata.eq(depth),
-                             depth_we.eq(pipe[3])]
-                m.d.sync += [last_idx.eq(s4_idx), last_depth.eq(depth),
-                             prev_idx.eq(last_idx), prev_depth.eq(last_depth),
-                             prev2_idx.eq(prev_idx), prev2_depth.eq(prev_depth)]
+                m.d.comb += depth.eq(Mux(s5_root, 1, parent_depth + 1))
+                m.d.sync += [depth_waddr.eq(s5_idx), depth_wdata.eq(depth),
+                             depth_we.eq(pipe[4])]
+                m.d.sync += [ahead_idx[0].eq(s5_idx), ahead_depth[0].eq(depth)]
+                m.d.sync += [later.eq(earlier) for later, earlier in
+                             zip(ahead_idx[1:] + ahead_depth[1:], ahead_idx[:3] + ahead_depth[:3],
+                                 strict=True)]
                 # Counted a clock later, from a register: the adder reaches only the write
                 # port and a register, not the per-depth counters' decoder.
-                with m.If(pipe[4]):
-                    with m.Switch(last_depth):
+                with m.If(pipe[5]):
+                    with m.Switch(ahead_depth[0]):
                         for k in range(1, len(inner)):
                             with m.Case(k):
                                 m.d.sync += inner[k].eq(inner[k] + 1)
-                m.d.sync += pipe.eq(Cat(reading, pipe[:5]))
+                m.d.sync += pipe.eq(Cat(reading, pipe[:7]))
                 with m.If(reading):
                     m.d.sync += [idx.eq(idx - 1), reading.eq(idx != 0)]
                 with m.If(~reading & (pipe == 0)):
