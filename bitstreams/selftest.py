@@ -255,6 +255,26 @@ class PatternSource(wiring.Component):
         return m
 
 
+def _checked_box(lanes, shape, sync_interval, max_line, max_plane, max_sync):
+    """``shape`` as a tuple of three ints, or a ValueError that names what the core refuses."""
+    if word_bits(lanes) // 8 not in (1, 2, 4, 8):
+        # StreamCRC takes at most 8 bytes a beat: W = 64 bits, i.e. up to 4 lanes.
+        raise ValueError(f"the self-test supports 1, 2 or 4 lanes, not {lanes!r}")
+    shape = tuple(int(n) for n in shape)
+    if len(shape) != 3 or min(shape) < 1:
+        raise ValueError(f"shape must be three positive sizes (z, y, x), not {shape!r}")
+    cz, cy, cx = shape
+    if shape[1] > 1 and cx > max_line:
+        raise ValueError(f"rows of {cx} values exceed max_line {max_line}")
+    if cz > 1 and cy * cx > max_plane:
+        raise ValueError(f"planes of {cy * cx} values exceed max_plane {max_plane}")
+    if sync_interval < 1 or sync_interval % lanes:
+        raise ValueError(f"sync_interval must be a positive multiple of {lanes}")
+    if -(-math.prod(shape) // sync_interval) - 1 > max_sync:
+        raise ValueError("the box needs more sync offsets than max_sync")
+    return shape
+
+
 class SelfTest(wiring.Component):
     """Compressor + AXI4-Lite init writer + pattern source + CRC-checking sink.
 
@@ -279,21 +299,12 @@ class SelfTest(wiring.Component):
     def __init__(self, lanes=1, shape=(2, 32, 256), sync_interval=4096, radius=512,
                  max_line=4096, max_plane=1 << 14, max_sync=1024, counter_shift=10,
                  heartbeat_bit=24):
-        if word_bits(lanes) // 8 not in (1, 2, 4, 8):
-            # StreamCRC takes at most 8 bytes a beat: W = 64 bits, i.e. up to 4 lanes.
-            raise ValueError(f"the self-test supports 1, 2 or 4 lanes, not {lanes!r}")
-        shape = tuple(int(n) for n in shape)
-        if len(shape) != 3 or min(shape) < 1:
-            raise ValueError(f"shape must be three positive sizes (z, y, x), not {shape!r}")
-        cz, cy, cx = shape
-        if shape[1] > 1 and cx > max_line:
-            raise ValueError(f"rows of {cx} values exceed max_line {max_line}")
-        if cz > 1 and cy * cx > max_plane:
-            raise ValueError(f"planes of {cy * cx} values exceed max_plane {max_plane}")
-        if sync_interval < 1 or sync_interval % lanes:
-            raise ValueError(f"sync_interval must be a positive multiple of {lanes}")
-        if -(-math.prod(shape) // sync_interval) - 1 > max_sync:
-            raise ValueError("the box needs more sync offsets than max_sync")
+        try:
+            shape = _checked_box(lanes, shape, sync_interval, max_line, max_plane, max_sync)
+        except ValueError:
+            # Refused, so never elaborated: no UnusedElaboratable warning when it is collected.
+            self._MustUse__silence = True
+            raise
         self.lanes, self.shape, self.radius = lanes, shape, radius
         self.sync_interval = sync_interval
         self.compressor = Compressor(lanes=lanes, radius=radius, max_line=max_line,
