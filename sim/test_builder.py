@@ -86,14 +86,21 @@ class TB(StreamBench):
                 pending_left -= 1
             dut.cb_pending.value = int(pending_left > 0)
 
-    async def build(self, hist: np.ndarray, label: str) -> int:
-        """Stream ``hist`` in, wait for the commit, check every entry; returns the clocks
-        from the first count taken to the commit."""
+    async def build(self, hist: np.ndarray, label: str, *, last_after: int = 0) -> int:
+        """Stream ``hist`` in (the last count ``last_after`` idle clocks after the others,
+        if given), wait for the commit, check every entry; returns the clocks from the first
+        count taken to the commit."""
         hist = np.asarray(hist, dtype=np.uint64)
         assert len(hist) == self.n and int(hist.sum()) <= fmt.MAX_CHUNK_VALUES
         commits = self.commits
         self.writes = []
-        await self.source.send(AxiStreamFrame([int(c) for c in hist]))
+        counts = [int(c) for c in hist]
+        if last_after:
+            await self.source.send(AxiStreamFrame(counts[:-1]))
+            await self.source.wait()
+            await ClockCycles(self.dut.clk, last_after)
+            counts = counts[-1:]
+        await self.source.send(AxiStreamFrame(counts))
         while self.commits == commits:
             await RisingEdge(self.dut.clk)
         self.check(hist, label)
@@ -171,6 +178,20 @@ async def clock_budget(dut):
         worst = max(clocks, key=clocks.get)
         assert clocks[worst] <= BUDGET, (
             f"{worst}: {clocks[worst]} clocks, over the budget of {BUDGET}")
+
+
+@cocotb.test()
+async def late_last_count(dut):
+    """The last count arrives alone, clocks after the others, into the bucket the prefix
+    pass reads first (weight 1023: bucket 0 of digit 0): its update is still in the
+    counters' pipeline when the load ends, and the sort must wait for it."""
+    tb = TB(dut, SEED + 3)
+    tb.set_stalls(None)
+    await tb.reset()
+    for gap in (1, 2, 3, 8):
+        hist = tb.rng.integers(0, 7, tb.n).astype(np.uint64)
+        hist[-1] = 1022
+        await tb.build(hist, f"last count {gap} clocks late", last_after=gap)
 
 
 @cocotb.test()
