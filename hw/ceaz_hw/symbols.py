@@ -141,6 +141,8 @@ class SymbolStage(wiring.Component):
         Values per beat, one of ``ceaz_hw.beats.LANE_COUNTS``.
     radius : int
         The alphabet's radius R (``2R + 2`` symbols), fixed at build time.
+    ready_copies : int
+        How many register copies of ``i.ready`` to provide in :attr:`ready_copies`.
 
     Members
     -------
@@ -152,11 +154,15 @@ class SymbolStage(wiring.Component):
     #: Clocks from an accepted input beat to its output beat with the output always ready.
     LATENCY = 3
 
-    def __init__(self, lanes=1, radius=fmt.DEFAULT_RADIUS):
+    def __init__(self, lanes=1, radius=fmt.DEFAULT_RADIUS, *, ready_copies=0):
         self._radius = _check_radius(radius)
         self._in_layout = beat(Residual, lanes)  # checks lanes
         self._out_layout = beat(Symbol(radius), lanes)
         self._lanes = lanes
+        self._buffer = PointerBuffer(self._out_layout, ready_copies=ready_copies)
+        #: Registers equal to ``i.ready`` in every clock (the buffer's
+        #: :attr:`~ceaz_hw.elastic.PointerBuffer.ready_copies`), for a producer far away.
+        self.ready_copies = self._buffer.ready_copies
         super().__init__({
             "i": In(stream.Signature(self._in_layout)),
             "o": Out(stream.Signature(self._out_layout)),
@@ -172,7 +178,7 @@ class SymbolStage(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.buffer = buffer = PointerBuffer(self._out_layout)
+        m.submodules.buffer = buffer = self._buffer
         enable = buffer.i.ready
         m.submodules.datapath = datapath = EnableInserter(enable)(
             _SymbolLanes(self._lanes, self._radius))
