@@ -96,7 +96,7 @@ def _fields(names, eb_rel, settings, coder) -> bool:
         mhz = synthesised_mhz(coder.lanes)
         if mhz:
             rate = 4 * values / cycles * mhz / 1e3
-            print(f"at the synthesised {mhz:.0f} MHz (ECP5, nox -s synth) that is {rate:.2f} GB/s")
+            print(f"at the synthesised {mhz:.1f} MHz (ECP5, nox -s synth) that is {rate:.2f} GB/s")
         else:
             print("no synthesis result for this configuration yet (nox -s synth)")
     return ok
