@@ -19,7 +19,7 @@ from amaranth.hdl import DomainRenamer, EnableInserter, Module, Mux, Shape, Shap
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["ElasticBuffer", "PointerBuffer", "advance_on"]
+__all__ = ["ElasticBuffer", "PointerBuffer", "advance_on", "connect_on_copy"]
 
 
 def advance_on(elaboratable, enables):
@@ -29,6 +29,18 @@ def advance_on(elaboratable, enables):
     example a buffer's :attr:`~_TwoEntries.ready_copies`)."""
     return DomainRenamer({d: "sync" for d in enables if d != "sync"})(
         EnableInserter(enables)(elaboratable))
+
+
+def connect_on_copy(m, source, sink, ready_copy):
+    """Connect stream ``source`` to ``sink``, with ``source`` taking ``ready_copy`` (a register
+    equal to ``sink.ready`` every clock, one of the sink's ``ready_copies``) as its ready: a
+    producer far from its consumer then forms the handshake from registers near it, and
+    neither side's level crosses the die and back in one clock."""
+    m.d.comb += [
+        sink.valid.eq(source.valid),
+        sink.payload.eq(source.payload),
+        source.ready.eq(ready_copy),
+    ]
 
 
 class _TwoEntries(wiring.Component):

@@ -34,7 +34,7 @@ from ceaz import regmap
 from .axi import AXI4LiteSignature, AXI4StreamSignature
 from .beats import LANE_COUNTS, Escape, symbol_bits
 from .builder import CodebookBuilder
-from .elastic import ElasticBuffer, PointerBuffer
+from .elastic import ElasticBuffer, PointerBuffer, connect_on_copy
 from .histogram import Histogram
 from .huffman import HuffmanLanes
 from .packer import Packer, word_bits
@@ -266,21 +266,13 @@ class Compressor(wiring.Component):
         # (10.5 ns, 8.6 of it routing).
         pred_in = pipeline("predictor_input", PointerBuffer(quant.o.payload.shape(),
                                                             ready_copies=1))
-        m.d.comb += [
-            pred_in.i.valid.eq(quant.o.valid),
-            pred_in.i.payload.eq(quant.o.payload),
-            quant.o.ready.eq(pred_in.ready_copies[0]),
-        ]
+        connect_on_copy(m, quant.o, pred_in.i, pred_in.ready_copies[0])
         wiring.connect(m, pred_in.o, pred.i)
         # Likewise the predictor's buffer pops on a register copy of the symbol stage's ready:
         # with the ready itself, from the predictor buffer's level to the handshake LUT by the
         # symbol stage and back into that buffer's payload selects was the four-lane worst path
         # at 8716ff1 with nextpnr seed 1 (10.6 ns, 9.3 of it routing).
-        m.d.comb += [
-            syms.i.valid.eq(pred.o.valid),
-            syms.i.payload.eq(pred.o.payload),
-            pred.o.ready.eq(syms.ready_copies[0]),
-        ]
+        connect_on_copy(m, pred.o, syms.i, syms.ready_copies[0])
         # Fork the symbols to the Huffman lanes and the histogram; both take the beat together.
         # With ADAPT, a beat also waits for the on-chip adaptation (see below). The histogram
         # takes it through a buffer, so that its bank's clean flag is not in the fork's ready
