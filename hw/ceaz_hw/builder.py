@@ -256,12 +256,18 @@ class CodebookBuilder(wiring.Component):
         pipe = Signal(8)  # valid bits of a phase's pipeline stages (1 to 8 clocks on)
         issuing = Signal()  # a walk over idx = 0 .. limit - 1 has items left (a register)
 
-        def issue_until(limit):
+        def issue_until(limit, twins=()):
             """Issue idx = 0 .. limit - 1, one per clock. The flag is a register, so neither
-            a comparison nor the increment lies on the path into idx's next-value select."""
+            a comparison nor the increment lies on the path into idx's next-value select.
+            ``twins`` (set to 0 with idx) follow idx: a table read at idx reads at a twin,
+            a register of its own (see "read addresses")."""
             with m.If(issuing):
                 m.d.sync += [idx.eq(idx + 1), issuing.eq(idx != limit - 1)]
+                m.d.sync += [twin.eq(idx + 1) for twin in twins]
             return issuing
+        # order1's read addresses: the first port's is idx's twin in the scatter and the
+        # hand-out, and the next leaf's in the merge, which reads the one after on the second.
+        head_addr, head_addr_next = Signal(sw), Signal(sw)
         weight_or = Signal(ww)  # OR of all weights: its bit length is the largest's
         passes = Signal(range(self.digits + 1))
         digit = Signal(range(self.digits))
@@ -270,6 +276,7 @@ class CodebookBuilder(wiring.Component):
         # The merge's write enables, decided a clock ahead (see "Huffman merge"): low unless
         # that clock sets them.
         node_we, parent_we = Signal(), Signal()
+        parent_waddr = Signal(range(inner_nodes))
         m.d.sync += [node_we.eq(0), parent_we.eq(0)]
         clear_addr = Signal(range(buckets))
         # Leaves per depth (bl_count); at least up to max_len, which the codes read.
@@ -382,15 +389,15 @@ class CodebookBuilder(wiring.Component):
         from_ahead = [Signal(name=f"from_ahead{k}") for k in range(1, 5)]
         m.d.sync += [s1_idx.eq(idx), s2_idx.eq(s1_idx)]
 
-        # A loaded weight is counted into the buckets a clock after it is taken, from these
+        # A loaded weight is counted into the buckets a clock after it is taken, from
         # registers: the input's payload + 1 into the counters' read address, routed to the
         # block RAM, was the four-lane worst path at 98a5e15 with nextpnr seed 3 (10.4 ns, 5.0
         # of it routing). Set in the load only, so the last one is counted in LOADED; the
         # scatter drives its digit's pipeline instead.
-        load_weight, load_take = Signal(ww), Signal()
+        load_take = Signal()
         m.d.sync += load_take.eq(0)
         for d in range(self.digits):
-            m.d.comb += [bump_bucket[d].eq(bucket(load_weight, d)), bump[d].eq(load_take)]
+            m.d.comb += bump[d].eq(load_take)
 
         with m.FSM(name="phase") as phase:
             # -- load -----------------------------------------------------------------------
@@ -402,7 +409,9 @@ class CodebookBuilder(wiring.Component):
                 for k in range(2):  # both: either may be the first pass's source
                     m.d.sync += [elem_waddr[k].eq(idx), elem_wdata[k].eq(Cat(idx[:sw], weight)),
                                  elem_we[k].eq(take)]
-                m.d.sync += [load_weight.eq(weight), load_take.eq(take)]
+                m.d.sync += [bucket_r.eq(bucket(weight, d))
+                             for d, bucket_r in enumerate(bump_bucket)]
+                m.d.sync += load_take.eq(take)
                 with m.If(take):
                     m.d.sync += [idx.eq(idx + 1), weight_or.eq(Mux(idx == 0, 0, weight_or)
                                                                | weight)]
@@ -411,6 +420,7 @@ class CodebookBuilder(wiring.Component):
 
             with m.State("LOADED"):  # the last counts' bucket updates land
                 m.d.sync += [pipe.eq(0), idx.eq(0), issuing.eq(1), digit.eq(0)]
+                m.d.sync += [bucket_r.eq(0) for bucket_r in bump_bucket]  # the prefix's twins
                 # passes = ceil(bit_length(largest weight) / DIGIT_BITS), at least 1; the
                 # first source is chosen so that the last pass always writes ``order1``,
                 # which the merge and the hand-out then read without a select.
@@ -425,38 +435,38 @@ class CodebookBuilder(wiring.Component):
             with m.State("PREFIX"):  # every digit's counters at once: they are independent
                 # 0: read a counter; 1: register it; 2: write the running sum (it lands a
                 # clock later, see "bucket counters"), add the count.
-                issue = issue_until(buckets)
-                for (rp, _), count, run, size, write in zip(counters, bucket_reads, running,
-                                                            sizes, prefix_write, strict=True):
+                issue = issue_until(buckets, twins=bump_bucket)  # the counters' reads
+                for count, run, size, write in zip(bucket_reads, running, sizes, prefix_write,
+                                                   strict=True):
                     mine = pipe[1] & (s2_idx < size)  # a smaller table ends earlier
-                    m.d.comb += rp.addr.eq(idx)
                     m.d.comb += write.eq(mine)
                     with m.If(mine):
                         m.d.sync += run.eq(run + count)
                 m.d.sync += pipe.eq(Cat(issue, pipe[0]))
                 with m.If(~issue & (pipe[:2] == 0)):
-                    m.d.sync += [idx.eq(0), issuing.eq(1), pipe.eq(0)]
+                    m.d.sync += [idx.eq(0), head_addr.eq(0), issuing.eq(1), pipe.eq(0)]
                     m.d.sync += [run.eq(0) for run in running]
                     m.next = "SCATTER"
 
             with m.State("SCATTER"):
-                issue = issue_until(n)
+                issue = issue_until(n, twins=[head_addr])  # order1's read (order0's is idx)
                 # 0: read the source slot; 1: register it; 2: the source picked, registered;
                 # read its bucket's offset; 3: register that; 4: the offset + 1 into a
                 # register, the offset into another; 5: the element's write at the offset
                 # into registers (it lands a clock later), the offset + 1 written back.
-                m.d.comb += [elem[0][0].addr.eq(idx), elem[1][0].addr.eq(idx)]
-                # Both tables' outputs are registered, then the source picked and registered:
-                # neither the select nor the bucket's address is on a block RAM's output path
-                # (at full size the tables sit far apart).
+                # Both tables' outputs are registered, then the source picked and registered
+                # (with its buckets, the counters' read addresses): neither the select nor
+                # the bucket's address is on a block RAM's output path (at full size the
+                # tables sit far apart).
                 s1_elem = Mux(src, s1_raw[1], s1_raw[0])
                 m.d.sync += [s2_elem.eq(s1_elem), s3_elem.eq(s2_elem), s4_elem.eq(s3_elem),
                              s5_elem.eq(s4_elem)]
+                _, w1 = unpack(s1_elem)
+                m.d.sync += [bucket_r.eq(bucket(w1, d)) for d, bucket_r in enumerate(bump_bucket)]
                 with m.Switch(digit):
                     for d in range(self.digits):
                         with m.Case(d):
-                            _, w2 = unpack(s2_elem)
-                            m.d.comb += [bump_bucket[d].eq(bucket(w2, d)), bump[d].eq(pipe[2])]
+                            m.d.comb += bump[d].eq(pipe[2])
                             for k in range(2):
                                 with m.If(src != k):
                                     m.d.sync += [elem_waddr[k].eq(bump_pos[d]),
@@ -464,8 +474,9 @@ class CodebookBuilder(wiring.Component):
                                                  elem_we[k].eq(pipe[5])]
                 m.d.sync += pipe.eq(Cat(issue, pipe[:5]))
                 with m.If(~issue & (pipe == 0)):
-                    m.d.sync += [idx.eq(0), issuing.eq(1), pipe.eq(0), src.eq(~src),
-                                 digit.eq(digit + 1)]
+                    # head_addr_next: the merge's first leaf, read in MERGE_START
+                    m.d.sync += [idx.eq(0), head_addr.eq(0), head_addr_next.eq(n - 1),
+                                 issuing.eq(1), pipe.eq(0), src.eq(~src), digit.eq(digit + 1)]
                     with m.If(digit + 1 == passes):
                         m.d.sync += clearing.eq(1)  # the counters are free: zero them now
                         m.next = "MERGE_START"
@@ -493,7 +504,6 @@ class CodebookBuilder(wiring.Component):
             # capture; the reads' addresses, set in decide: the next leaf's and the one after.
             leaf_addr, leaf_addr_next, leaf_addr_next2 = (Signal(sw, name=f"leaf_addr{k}")
                                                           for k in range(3))
-            head_addr, head_addr_next = Signal(sw), Signal(sw)
             # node + 1 as a register of its own, set with node: both node queue reads come
             # from registers, not through a select decoded from the phase (with the address
             # computed in capture, that was the path to the node table with nextpnr seed 3
@@ -518,10 +528,9 @@ class CodebookBuilder(wiring.Component):
             stored_now = Signal()
 
             with m.State("MERGE_START"):
-                # The first leaf (ascending) is read now on the "next" port, and reaches its
-                # register after MERGE_FILL; no node yet: the first capture finds the node
-                # queue empty.
-                m.d.comb += sorted_next_rp.addr.eq(n - 1)
+                # The first leaf (ascending, at n - 1) is read now on the "next" port, and
+                # reaches its register after MERGE_FILL; no node yet: the first capture finds
+                # the node queue empty.
                 m.d.sync += [leaf.eq(0), node.eq(0), node_after.eq(1), made.eq(0), second.eq(0),
                              capture.eq(1),
                              decided.eq(0), node_taken_r.eq(0),
@@ -552,8 +561,6 @@ class CodebookBuilder(wiring.Component):
             with m.State("MERGE"):
                 m.d.sync += capture.eq(~capture)
                 with m.If(capture):
-                    m.d.comb += [sorted_rp.addr.eq(head_addr),
-                                 sorted_next_rp.addr.eq(head_addr_next)]
                     _, leaf_w = unpack(Mux(node_taken_r, sorted_q, sorted_next_q))
                     completed = decided & second & (node == made)
                     stored_last = stored_now & (node == made - 1)
@@ -592,6 +599,7 @@ class CodebookBuilder(wiring.Component):
                         # the parent of a node taken
                         node_we.eq(second & (made != n - 2)),
                         parent_we.eq(~take_leaf),
+                        parent_waddr.eq(node),  # the node taken, if one was
                     ]
 
             # -- depths of the internal nodes, backwards over their parents --------------------
@@ -612,8 +620,8 @@ class CodebookBuilder(wiring.Component):
                 # the register after the table.) Whether to forward is compared a clock ahead,
                 # against what ``ahead_idx`` will hold: the comparison then stays off the add
                 # (the smoke core's worst path at 398bf66).
-                m.d.comb += parent_rp.addr.eq(idx)
-                m.d.comb += depth_rp.addr.eq(s2_parent)  # the root's read is ignored
+                # (The parents are read at idx, the depths at s2_parent: the root's read is
+                # ignored. See "read addresses".)
                 m.d.sync += [s3_parent.eq(s2_parent), s3_idx.eq(s2_idx),
                              s3_root.eq(s2_parent == n - 2),
                              s4_parent.eq(s3_parent), s4_idx.eq(s3_idx), s4_root.eq(s3_root),
@@ -739,14 +747,13 @@ class CodebookBuilder(wiring.Component):
                         ]
                 m.d.sync += idx.eq(idx + 1)
                 with m.If(idx == max_len):
-                    m.d.sync += [idx.eq(0), issuing.eq(1), pipe.eq(0), level.eq(max_depth),
-                                 level_oh.eq(1 << max_depth)]
+                    m.d.sync += [idx.eq(0), head_addr.eq(0), issuing.eq(1), pipe.eq(0),
+                                 level.eq(max_depth), level_oh.eq(1 << max_depth)]
                     m.next = "HANDOUT"
 
             # -- lengths in hand-out order -------------------------------------------------------
             with m.State("HANDOUT"):
-                issue = issue_until(n)
-                m.d.comb += sorted_rp.addr.eq(idx)
+                issue = issue_until(n, twins=[head_addr])  # order1's read
                 sym_r, _ = unpack(sorted_q)  # the table's output register
                 above = Signal(max_len)  # rank >= cum[k], compared a clock ahead
                 m.d.sync += above.eq(Cat(idx >= cum[k] for k in range(1, max_len + 1)))
@@ -771,8 +778,7 @@ class CodebookBuilder(wiring.Component):
                 # it again, next to the code counters; 3: its next code, written out. Neither
                 # the table's output nor the route from it (across the die at full size:
                 # 5.8 ns at aa1128f) reaches the 16-way select of the code counters.
-                issue = issue_until(n)
-                m.d.comb += length_rp.addr.eq(idx)
+                issue = issue_until(n)  # the lengths are read at idx
                 length_ram = Signal(LENGTH_BITS, reset_less=True)  # the RAM's output register
                 length = Signal(LENGTH_BITS, reset_less=True)
                 s3_code_idx = Signal.like(idx)
@@ -804,15 +810,26 @@ class CodebookBuilder(wiring.Component):
         # these tables, and its enables are registers set in decide, so no state decode
         # reaches the tables' ports (across the die at full size).
         m.d.comb += [
-            parent_wp.addr.eq(node - 1),  # the node taken, if one was
+            parent_wp.addr.eq(parent_waddr),
             parent_wp.data.eq(made),
             parent_wp.en.eq(parent_we),
             node_wp.addr.eq(made),
             node_wp.data.eq(made_w),
             node_wp.en.eq(node_we),
         ]
-        # The node queue is read every clock (only the reads in capture are used).
-        m.d.comb += [node_rp.addr.eq(node), node_next_rp.addr.eq(node_after)]
+        # -- read addresses ------------------------------------------------------------------
+        # Every table is read on every clock at an address that is a register alone; a phase
+        # uses the reads it needs and the others ignore theirs (the tables' ``no_rw_check``
+        # holds for the used reads only). An address chosen by the phase put the phase's
+        # decode in front of a block RAM far across the die: the worst path at 20faa57 of one
+        # lane and of four (nextpnr seeds 1, 2 and 3: 9.2 to 10.7 ns, 3.1 to 6.0 of it the
+        # last route). Where a phase reads a table at idx and idx is shared by another table,
+        # the address is idx's twin (``issue_until``). The node queue's reads are used in
+        # capture only.
+        m.d.comb += [node_rp.addr.eq(node), node_next_rp.addr.eq(node_after),
+                     sorted_rp.addr.eq(head_addr), sorted_next_rp.addr.eq(head_addr_next),
+                     elem[0][0].addr.eq(idx), parent_rp.addr.eq(idx),
+                     depth_rp.addr.eq(s2_parent), length_rp.addr.eq(idx)]
         m.d.sync += [node_q.eq(node_rp.data), node_next_q.eq(node_next_rp.data),
                      sorted_next_q.eq(sorted_next_rp.data)]
         m.d.sync += [raw.eq(elem[k][0].data) for k, raw in enumerate(s1_raw)]
