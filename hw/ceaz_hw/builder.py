@@ -37,11 +37,12 @@ after another, each phase a short pipeline that handles one item per clock:
     exactly like a host ``CB_DATA`` write (``cb_*``), then one commit. This phase waits until
     no earlier commit is pending.
 
-Read-modify-write pipelines register every table output; the bucket counters forward the
+Every table is read at an address held in a register (see "read addresses"), and
+read-modify-write pipelines register every table output; the bucket counters forward the
 three items ahead of them from registers, and the depth pass the three ahead of it. No other
-table is read and written in the same clock. Hand-written because it must be bit-exact with
-``ceaz.huffman``; ``tests/test_builder_dataflow.py`` checks the same
-phases in Python and ``sim/test_builder.py`` checks this RTL against the model.
+table's read that is used meets a write in the same clock. Hand-written because it must be
+bit-exact with ``ceaz.huffman``; ``tests/test_builder_dataflow.py`` checks the same phases in
+Python and ``sim/test_builder.py`` checks this RTL against the model.
 
 The counts must sum to at most ``max_count`` (the histogram's chunk limit): that bounds the
 Huffman depth (a tree of depth d needs a total weight of at least Fibonacci(d + 2)), hence
@@ -315,6 +316,8 @@ class CodebookBuilder(wiring.Component):
         # at most, and ``forward3`` hands that read the zero; the prefix pass's late writes
         # have landed before the scatter reads. ``running`` is 0 outside the prefix pass, so
         # it is the clearing's data too.
+        # The counters' read addresses, registers set a clock ahead: a loaded weight's bucket,
+        # a scattered element's, or idx's twin in the prefix pass.
         bump_bucket = [Signal(DIGIT_BITS, name=f"bump_bucket{d}") for d in range(self.digits)]
         bump = [Signal(name=f"bump{d}") for d in range(self.digits)]
         bump_pos = []  # per digit: the count before the increment, registered
@@ -823,8 +826,9 @@ class CodebookBuilder(wiring.Component):
         # holds for the used reads only). An address chosen by the phase put the phase's
         # decode in front of a block RAM far across the die: the worst path at 20faa57 of one
         # lane and of four (nextpnr seeds 1, 2 and 3: 9.2 to 10.7 ns, 3.1 to 6.0 of it the
-        # last route). Where a phase reads a table at idx and idx is shared by another table,
-        # the address is idx's twin (``issue_until``). The node queue's reads are used in
+        # last route). Where one phase reads a table at idx and another phase elsewhere, a
+        # twin register follows idx (``issue_until``): order1's first port (``head_addr``) and
+        # the bucket counters (``bump_bucket``, see there). The node queue's reads are used in
         # capture only.
         m.d.comb += [node_rp.addr.eq(node), node_next_rp.addr.eq(node_after),
                      sorted_rp.addr.eq(head_addr), sorted_next_rp.addr.eq(head_addr_next),
