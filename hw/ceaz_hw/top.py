@@ -39,7 +39,7 @@ from .histogram import Histogram
 from .huffman import HuffmanLanes
 from .packer import Packer, word_bits
 from .predictor import Predictor
-from .quantizer import Quantizer
+from .quantizer import CONFIG_LATENCY, Quantizer
 from .regfile import RegisterFile
 from .symbols import SymbolStage
 
@@ -186,7 +186,9 @@ class Compressor(wiring.Component):
             | (sync_k == 0) | (sync_k[: (n_lanes - 1).bit_length()] != 0 if n_lanes > 1 else 0)
             | (values > sync_room)
         )
-        # A configuration write takes a few clocks to reach bad_config and the stages.
+        # A configuration write takes a few clocks to reach bad_config and the stages (the
+        # quantizer's decode takes CONFIG_LATENCY of them).
+        assert CONFIG_LATENCY < 10
         settle = Signal(range(10), init=9)
         with m.If(regs.config_written):
             m.d.sync += settle.eq(9)
