@@ -257,11 +257,16 @@ class CodebookBuilder(wiring.Component):
         pipe = Signal(8)  # valid bits of a phase's pipeline stages (1 to 8 clocks on)
         issuing = Signal()  # a walk over idx = 0 .. limit - 1 has items left (a register)
 
+        def start_walk(twins=()):
+            """The statements that start the next phase's walk (``issue_until``) from idx = 0,
+            with its empty pipeline and the registers that walk keeps equal to idx."""
+            return [idx.eq(0), issuing.eq(1), pipe.eq(0), *(twin.eq(0) for twin in twins)]
+
         def issue_until(limit, twins=()):
             """Issue idx = 0 .. limit - 1, one per clock. The flag is a register, so neither
             a comparison nor the increment lies on the path into idx's next-value select.
-            ``twins`` (set to 0 with idx) follow idx: a table read at idx reads at a twin,
-            a register of its own (see "read addresses")."""
+            ``twins`` (zeroed by ``start_walk``) follow idx: a table read at idx reads at a
+            twin, a register of its own (see "read addresses")."""
             with m.If(issuing):
                 m.d.sync += [idx.eq(idx + 1), issuing.eq(idx != limit - 1)]
                 m.d.sync += [twin.eq(idx + 1) for twin in twins]
@@ -422,8 +427,7 @@ class CodebookBuilder(wiring.Component):
                         m.next = "LOADED"
 
             with m.State("LOADED"):  # the last counts' bucket updates land
-                m.d.sync += [pipe.eq(0), idx.eq(0), issuing.eq(1), digit.eq(0)]
-                m.d.sync += [bucket_r.eq(0) for bucket_r in bump_bucket]  # the prefix's twins
+                m.d.sync += [*start_walk(twins=bump_bucket), digit.eq(0)]  # the prefix's
                 # passes = ceil(bit_length(largest weight) / DIGIT_BITS), at least 1; the
                 # first source is chosen so that the last pass always writes ``order1``,
                 # which the merge and the hand-out then read without a select.
@@ -447,7 +451,7 @@ class CodebookBuilder(wiring.Component):
                         m.d.sync += run.eq(run + count)
                 m.d.sync += pipe.eq(Cat(issue, pipe[0]))
                 with m.If(~issue & (pipe[:2] == 0)):
-                    m.d.sync += [idx.eq(0), head_addr.eq(0), issuing.eq(1), pipe.eq(0)]
+                    m.d.sync += start_walk(twins=[head_addr])
                     m.d.sync += [run.eq(0) for run in running]
                     m.next = "SCATTER"
 
@@ -478,8 +482,8 @@ class CodebookBuilder(wiring.Component):
                 m.d.sync += pipe.eq(Cat(issue, pipe[:5]))
                 with m.If(~issue & (pipe == 0)):
                     # head_addr_next: the merge's first leaf, read in MERGE_START
-                    m.d.sync += [idx.eq(0), head_addr.eq(0), head_addr_next.eq(n - 1),
-                                 issuing.eq(1), pipe.eq(0), src.eq(~src), digit.eq(digit + 1)]
+                    m.d.sync += [*start_walk(twins=[head_addr]), head_addr_next.eq(n - 1),
+                                 src.eq(~src), digit.eq(digit + 1)]
                     with m.If(digit + 1 == passes):
                         m.d.sync += clearing.eq(1)  # the counters are free: zero them now
                         m.next = "MERGE_START"
@@ -750,8 +754,8 @@ class CodebookBuilder(wiring.Component):
                         ]
                 m.d.sync += idx.eq(idx + 1)
                 with m.If(idx == max_len):
-                    m.d.sync += [idx.eq(0), head_addr.eq(0), issuing.eq(1), pipe.eq(0),
-                                 level.eq(max_depth), level_oh.eq(1 << max_depth)]
+                    m.d.sync += [*start_walk(twins=[head_addr]), level.eq(max_depth),
+                                 level_oh.eq(1 << max_depth)]
                     m.next = "HANDOUT"
 
             # -- lengths in hand-out order -------------------------------------------------------
@@ -768,7 +772,7 @@ class CodebookBuilder(wiring.Component):
                              length_wp.en.eq(pipe[1])]
                 m.d.sync += pipe.eq(Cat(issue, pipe[0]))
                 with m.If(~issue & (pipe[:2] == 0)):
-                    m.d.sync += [idx.eq(0), issuing.eq(1), pipe.eq(0)]
+                    m.d.sync += start_walk()
                     m.next = "WAIT_COMMIT"
 
             # -- codes, written like host CB_DATA writes, then the commit ------------------
