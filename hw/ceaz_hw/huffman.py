@@ -125,7 +125,7 @@ class HuffmanLanes(wiring.Component):
         Writes the next bank, one entry per clock it is high (unless ``cb_pending``).
     cb_commit : ``In(1)``
         A pulse: the next bank becomes active at the next chunk's first beat. It must come at
-        least a clock after the last ``cb_we`` (a write reaches the RAM a clock late).
+        least a clock after the last ``cb_we`` (a write reaches the book a clock late).
     cb_pending : ``Out(1)``
         A commit waits for a chunk's first beat.
     cb_busy_error : ``Out(1)``
@@ -216,13 +216,19 @@ class HuffmanLanes(wiring.Component):
         m.d.sync += [ram_addr.eq(write_base + self.cb_addr), ram_data.eq(self.cb_data),
                      ram_we.eq(write & (self.cb_addr < in_ram))]
 
-        # The escapes' entries, [bank][0: verbatim, 1: fill], written like the RAM.
+        # The escapes' entries, [bank][0: verbatim, 1: fill], written like the RAM: a clock
+        # late, from registers. The host's and builder's select and the address comparisons
+        # in front of these registers' enables were the four-lane worst path at 3796a0d
+        # (seed 1, 10.1 ns). ``active`` is the same a clock later: a write needs ``pending``
+        # low, so no swap ends its clock.
+        esc_we = [Signal(name=f"cb_esc_we{k}") for k in range(2)]
+        m.d.sync += [esc_we[k].eq(write & (self.cb_addr == in_ram + k)) for k in range(2)]
         escapes = [[Signal(entry, name=f"esc_entry{b}_{k}") for k in range(2)]
                    for b in range(2)]
         for b in range(2):
             for k in range(2):
-                with m.If(write & (active != b) & (self.cb_addr == in_ram + k)):
-                    m.d.sync += escapes[b][k].eq(self.cb_data)
+                with m.If(esc_we[k] & (active != b)):
+                    m.d.sync += escapes[b][k].eq(ram_data)
 
         # -- stage 1: one RAM per lane, its address register is the pipeline register ------
         entries = Signal(data.ArrayLayout(entry, self._lanes))
