@@ -58,6 +58,10 @@ class EncoderPair(wiring.Component):
             "cb_pending": Out(1),
             "cb_busy_error": Out(1),
             "active_bank": Out(1),
+            # The Huffman lanes' input transfers, so that a bench can time a commit against
+            # a chunk's first lookup.
+            "lookup_take": Out(1),
+            "lookup_last": Out(1),
         })
 
     def elaborate(self, platform):
@@ -75,6 +79,8 @@ class EncoderPair(wiring.Component):
             self.cb_pending.eq(huf.cb_pending),
             self.cb_busy_error.eq(huf.cb_busy_error),
             self.active_bank.eq(huf.active_bank),
+            self.lookup_take.eq(huf.i.valid & huf.i.ready),
+            self.lookup_last.eq(huf.i.payload.last),
         ]
         return m
 
@@ -400,6 +406,82 @@ async def encoder_throughput(dut):
     clocks = (times[-1] - times[0]) / (PERIOD_NS * 1000) + 1  # sim_time is in ps
     assert clocks == len(times), f"{len(times)} beats took {clocks} clocks"
     tb.report("throughput")
+
+
+def escape_first_chunk(rng, lanes, radius):
+    """A short model chunk whose first two values are a fill value and a verbatim one, so
+    that the first lookups of the chunk read both escape entries."""
+    base = field_chunk(rng, (1, 1, 4 * lanes + 3), radius, 0.3, False)
+    kind, raw_bits = base.kind.copy(), base.raw_bits.copy()
+    kind[:2] = [KIND_FILL, KIND_VERBATIM]
+    raw_bits[:2] = [int(np.float32(FILL_VALUE).view(np.uint32)), 0x7FC00001]
+    return Chunk(base.delta, kind, raw_bits, radius)
+
+
+@cocotb.test()
+async def encoder_commit_then_first_lookup(dut):
+    """The tightest order the port allows: the escape entries written last, the commit in the
+    next clock, and the next chunk's first lookup (a fill and a verbatim value) in the clock
+    after that. The lookup must read the new book's escape entries."""
+    tb = TB(dut)
+    tb.set_stalls(None)
+    await tb.reset()
+    rng, n_sym, r = tb.rng, tb.n_symbols, tb.radius
+    book0 = huffman.offline_lengths(r)
+    # Chunk 0 is long enough for the whole book to be written while it streams.
+    n_beats0 = n_sym + 6
+    chunk0 = field_chunk(rng, (1, 1, n_beats0 * tb.lanes), r, 0.3, True)
+    chunk1 = escape_first_chunk(rng, tb.lanes, r)
+    # Book 1 gives the escapes short codes, so a stale escape entry cannot pass for it.
+    hist = chunk0.hist.copy()
+    hist[fmt.sym_fill(r)] += 4 * len(chunk0)
+    hist[fmt.sym_verbatim(r)] += 2 * len(chunk0)
+    book1 = huffman.code_lengths(huffman.weights_from_histogram(hist))
+    for s in (fmt.sym_fill(r), fmt.sym_verbatim(r)):
+        assert book1[s] != book0[s], "the books must differ in the escape entries"
+    codes1 = huffman.canonical_codes(book1)
+    order = [s for s in rng.permutation(n_sym) if s < 2 * r] + [fmt.sym_verbatim(r),
+                                                                fmt.sym_fill(r)]
+    writes = [(int(s), int(codes1[s]) | int(book1[s]) << MAX_CODE_LEN) for s in order]
+
+    await tb.load_book(book0)
+    receiving = cocotb.start_soon(tb.receive(chunk0, book0, "commit_then_first_lookup 0"))
+    await tb.send(chunk0)
+    await tb.send(chunk1)
+    # One coroutine drives the port and watches the lookups clock by clock: chunk 0 flows at a
+    # beat per clock (no stalls), so its first lookup fixes the clock of chunk 1's.
+    clock, first, firsts, commit_at, schedule = 0, True, [], None, {}
+    while len(firsts) < 2:
+        await RisingEdge(dut.clk)
+        clock += 1
+        tb._idle_port()
+        if clock in schedule:
+            action = schedule[clock]
+            if action == "commit":
+                dut.cb_commit.value = 1
+                commit_at = clock
+            else:
+                dut.cb_addr.value, dut.cb_data.value = action
+                dut.cb_we.value = 1
+        await ReadOnly()
+        if int(dut.lookup_take.value):
+            if first:
+                firsts.append(clock)
+                if len(firsts) == 1:
+                    due = clock + n_beats0  # chunk 1's first lookup
+                    start = due - 1 - len(writes)
+                    assert start > clock, "chunk 0 is too short for the book"
+                    schedule = {start + k: w for k, w in enumerate(writes)}
+                    schedule[due - 1] = "commit"
+            first = bool(int(dut.lookup_last.value))
+    await RisingEdge(dut.clk)
+    tb._idle_port()
+    assert commit_at is not None and firsts[1] == commit_at + 1, (
+        f"chunk 1's first lookup in clock {firsts[1]}, the commit in {commit_at}: the bench "
+        "missed the order it tests")
+    await receiving
+    await tb.receive(chunk1, book1, "commit_then_first_lookup 1")
+    tb.report("commit_then_first_lookup")
 
 
 # -- pytest wrapper ---------------------------------------------------------------------------
