@@ -2,7 +2,8 @@
 
     python bitstreams/flow.py verilog [--config lanes1 ...] [--design top|quantizer] [--out DIR]
     python bitstreams/flow.py synth   [--config lanes1 ...] [--design top|quantizer] [--out DIR]
-                                      [--freq MHZ] [--seed N] [--timeout S] [--reports DIR]
+                                      [--freq MHZ] [--seed N] [--router R] [--timeout S]
+                                      [--reports DIR]
 
 ``synth`` runs Yosys (``synth_ecp5``) and nextpnr-ecp5 out of context on an LFE5U-85F
 (CABGA381), both as YoWASP WebAssembly builds, so the flow needs nothing but pip. nextpnr's
@@ -239,9 +240,10 @@ def _yosys(verilog: str, design: str, netlist: str, work: Path,
 
 
 def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, seed: int,
-               timeout: float, place: bool = True) -> dict:
+               timeout: float, place: bool = True, router: str = "router1") -> dict:
     """Verilog, Yosys and nextpnr for one configuration; the row of the report. With
-    ``place=False`` nextpnr only packs: the row has the resources and no Fmax."""
+    ``place=False`` nextpnr only packs: the row has the resources and no Fmax. ``router`` is
+    nextpnr's router: its default, router1, took hours on the eight-lane core."""
     commit = source_commit()  # before elaborating: the sources may change during a long run
     verilog_path = write_verilog(config, design, out)
     work = verilog_path.parent
@@ -254,7 +256,7 @@ def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, s
     # --timing-allow-fail: the point is to measure Fmax, not to pass a target.
     params = dataclasses.asdict(config)
     params.pop("name")
-    row = {"design": design, "config": config.name, **params, "seed": seed,
+    row = {"design": design, "config": config.name, **params, "seed": seed, "router": router,
            "commit": commit, "lut_mapper": mapper, "ram_output_registers": len(moved),
            "multiplier_output_registers": len(multipliers),
            "units": unit_resources(mapped)}
@@ -273,8 +275,9 @@ def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, s
         row.update({"resources": resources, "fmax_mhz": None, "gbytes_per_s": None,
                     "fits": True, "placed": False, "critical_path": {}})
     else:
-        _run([*nextpnr, "--freq", str(freq), "--seed", str(seed), "--timing-allow-fail",
-              "--report", "report.json"], work / "nextpnr.log", work, timeout)
+        _run([*nextpnr, "--freq", str(freq), "--seed", str(seed), "--router", router,
+              "--timing-allow-fail", "--report", "report.json"], work / "nextpnr.log", work,
+             timeout)
         report = json.loads((work / "report.json").read_text())
         row.update(summarise(report, config))
     nextpnr_time = time.monotonic() - started
@@ -345,6 +348,8 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
             name += f" (commit {row['commit']})"
         if row.get("lut_mapper") == "abc":
             name += " [mapped with classic ABC: ABC9 failed]"
+        if row.get("router", "router1") != "router1":
+            name += f" [nextpnr {row['router']}]"
         if row.get("ram_output_registers"):
             name += f" [{row['ram_output_registers']} block RAM ports read through their " \
                 "output register: outreg.py]"
@@ -440,6 +445,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=1, help="nextpnr seed (default: 1)")
     parser.add_argument("--timeout", type=float, default=3600.0,
                         help="seconds allowed per tool run (default: 3600)")
+    parser.add_argument("--router", choices=["router1", "router2"], default="router1",
+                        help="nextpnr's router (default: router1; router2 is an alternative "
+                             "for the larger configurations)")
     parser.add_argument("--pack-only", action="store_true",
                         help="stop nextpnr after packing: resources without Fmax (placing "
                              "the larger configurations takes hours)")
@@ -481,7 +489,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{args.design} {config.name}: synthesising ...", flush=True)
         try:
             row = synthesise(config, args.design, out, freq=args.freq, seed=args.seed,
-                             timeout=args.timeout, place=not args.pack_only)
+                             timeout=args.timeout, place=not args.pack_only,
+                             router=args.router)
         except ImportError as exc:
             print(f"error: design {args.design!r} cannot be built yet: {exc}", file=sys.stderr)
             return 1

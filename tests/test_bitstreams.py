@@ -164,6 +164,20 @@ def test_a_packed_only_row_says_it_was_not_placed(tmp_path):
     assert flow._parser().parse_args(["synth", "--pack-only"]).pack_only
 
 
+def test_a_row_routed_by_router2_says_so(tmp_path):
+    """The router is part of what a row measured: anything but nextpnr's default is named."""
+    flow = _load("flow")
+    assert flow._parser().parse_args(["synth"]).router == "router1"
+    assert flow._parser().parse_args(["synth", "--router", "router2"]).router == "router2"
+    resources = {label: {"used": 10, "available": 100} for label in flow.RESOURCES.values()}
+    row = {"design": "top", "config": "lanes8", "lanes": 8, "radius": 512, "max_plane": 16384,
+           "resources": resources, "fmax_mhz": 90.0, "gbytes_per_s": 2.88, "fits": True,
+           "router": "router2", "critical_path": {"delay_ns": 11.1, "from": "a", "to": "b"},
+           "seconds": {"yosys": 1.0, "nextpnr": 2.0}, "command": "x"}
+    flow.write_reports([row], {"tools": {}, "seed": 1, "freq": 200.0}, tmp_path)
+    assert "top lanes8 [nextpnr router2]" in (tmp_path / "synth.md").read_text()
+
+
 def test_units_are_named_after_the_registers_their_logic_feeds(tmp_path):
     """The per-unit breakdown: dotted prefixes give the unit, a carry cell counts as two LUT4,
     generated names are kept apart, and the markdown lists the units and the commit."""
