@@ -115,11 +115,9 @@ def init_writes(shape, radius: int, sync_interval: int) -> list[tuple[int, int]]
         ("CB_ADDR", 0),
     ]
     writes = [(regmap.by_name(name).address, value & 0xFFFF_FFFF) for name, value in named]
-    lengths = huffman.offline_lengths(radius)
-    codes = huffman.canonical_codes(lengths)
     cb_data = regmap.by_name("CB_DATA").address
-    writes += [(cb_data, int(code) | int(length) << 16)
-               for code, length in zip(codes.tolist(), lengths.tolist(), strict=True)]
+    writes += [(cb_data, word)
+               for word in huffman.entry_words(huffman.offline_lengths(radius)).tolist()]
     writes.append((regmap.by_name("CB_COMMIT").address, 1))
     return writes
 

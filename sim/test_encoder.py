@@ -215,12 +215,11 @@ class TB(StreamBench):
         """Write every entry of ``lengths``' canonical book, in a random order with random
         idle clocks, then commit."""
         assert not int(self.dut.cb_pending.value), "loading a book while a commit is pending"
-        codes = huffman.canonical_codes(lengths)
+        entries = huffman.entry_words(lengths)
         for s in self.rng.permutation(self.n_symbols):
             while self.rng.random() < gaps:
                 await RisingEdge(self.dut.clk)
-            entry = int(codes[s]) | int(lengths[s]) << MAX_CODE_LEN
-            assert not await self.write_entry(int(s), entry)
+            assert not await self.write_entry(int(s), int(entries[s]))
         self.dut.cb_commit.value = 1
         await RisingEdge(self.dut.clk)
         self.dut.cb_commit.value = 0
@@ -232,7 +231,7 @@ class TB(StreamBench):
         """A write during a pending commit must pulse cb_busy_error and change nothing: it
         targets the most used symbol with a different entry (the next chunk shows it)."""
         s = self.radius  # delta 0
-        entry = int(huffman.canonical_codes(lengths)[s]) | int(lengths[s]) << MAX_CODE_LEN
+        entry = int(huffman.entry_words(lengths)[s])
         assert await self.write_entry(s, entry ^ 0x1FFFFF), "cb_busy_error did not pulse"
         await ReadOnly()
         assert not int(self.dut.cb_busy_error.value), "cb_busy_error must be a pulse"
@@ -439,10 +438,10 @@ async def encoder_commit_then_first_lookup(dut):
     book1 = huffman.code_lengths(huffman.weights_from_histogram(hist))
     for s in (fmt.sym_fill(r), fmt.sym_verbatim(r)):
         assert book1[s] != book0[s], "the books must differ in the escape entries"
-    codes1 = huffman.canonical_codes(book1)
+    entries1 = huffman.entry_words(book1)
     order = [s for s in rng.permutation(n_sym) if s < 2 * r] + [fmt.sym_verbatim(r),
                                                                 fmt.sym_fill(r)]
-    writes = [(int(s), int(codes1[s]) | int(book1[s]) << MAX_CODE_LEN) for s in order]
+    writes = [(int(s), int(entries1[s])) for s in order]
 
     await tb.load_book(book0)
     receiving = cocotb.start_soon(tb.receive(chunk0, book0, "commit_then_first_lookup 0"))

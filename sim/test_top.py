@@ -100,10 +100,9 @@ class TB(StreamBench):
     async def load_book(self, lengths: np.ndarray) -> None:
         """Write a codebook to the next bank and commit it (after the last commit took)."""
         await self.wait_status(STATUS.CB_PENDING, 0)
-        codes = huffman.canonical_codes(lengths)
         await self.write("CB_ADDR", 0)
-        for code, length in zip(codes.tolist(), np.asarray(lengths).tolist(), strict=True):
-            await self.write("CB_DATA", code | length << 16)
+        for word in huffman.entry_words(lengths).tolist():
+            await self.write("CB_DATA", word)
         await self.write("CB_COMMIT", 1)
         self.book = np.asarray(lengths).copy()
 

@@ -53,8 +53,8 @@ from .symbols import _check_radius
 
 __all__ = ["HuffmanLanes", "LENGTH_BITS"]
 
-#: Width of a code length in a codebook entry (lengths 1..16, and 0 for unused symbols).
-LENGTH_BITS = 5
+#: Width of a code length in a codebook entry (the format's; `ceaz.huffman.entry_words`).
+LENGTH_BITS = fmt.CODE_LENGTH_BITS
 
 
 def _entry_layout(max_code_len):

@@ -74,11 +74,10 @@ class CeazIP(DefaultIP):
     def load_codebook(self, lengths: np.ndarray, timeout: float) -> None:
         """Write a book into the next bank and commit it for the next chunk."""
         self.wait_status(regmap.STATUS.CB_PENDING, False, timeout)
-        codes = huffman.canonical_codes(lengths)
         self.set_reg("CB_ADDR", 0)
-        address = regmap.by_name("CB_DATA").address
-        for code, length in zip(codes.tolist(), np.asarray(lengths).tolist(), strict=True):
-            self.write(address, code | length << 16)
+        address = regmap.by_name("CB_DATA").address  # each write moves on to the next symbol
+        for word in huffman.entry_words(lengths).tolist():
+            self.write(address, word)
         self.set_reg("CB_COMMIT", 1)
 
     def wait_adapt_reads(self, count: int, timeout: float) -> None:

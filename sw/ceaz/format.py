@@ -67,6 +67,10 @@ def n_symbols(radius: int) -> int:
 #: Longest Huffman code. 16 keeps a lane's code within one 16-bit half-word in the packer and
 #: the decoder's lookup table at 2**16 entries; with 1026 symbols it costs < 0.1% vs unlimited.
 MAX_CODE_LEN = 16
+#: Width of a code length in a codebook entry (0 for an unused symbol, else 1..MAX_CODE_LEN).
+#: An entry, as the hardware takes it, is the code in bits MAX_CODE_LEN-1:0 and the length
+#: above it (`huffman.entry_words`).
+CODE_LENGTH_BITS = 5
 #: Codebook of chunk k is built from the histogram of chunk k - ADAPT_LAG (before: the offline
 #: book picked from chunk 0's histogram, `huffman.pick_offline_book`).
 DEFAULT_ADAPT_LAG = 1

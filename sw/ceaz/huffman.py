@@ -109,6 +109,15 @@ def canonical_codes(lengths: np.ndarray) -> np.ndarray:
     return codes
 
 
+def entry_words(lengths: np.ndarray) -> np.ndarray:
+    """A book's entries as the hardware takes them, one CB_DATA write per symbol: the canonical
+    code in the low ``MAX_CODE_LEN`` bits and its length in the ``CODE_LENGTH_BITS`` above."""
+    lengths = np.asarray(lengths)
+    if len(lengths) and (lengths.min() < 0 or lengths.max() > fmt.MAX_CODE_LEN):
+        raise ValueError(f"code lengths must be 0..{fmt.MAX_CODE_LEN}")
+    return canonical_codes(lengths) | lengths.astype(np.uint32) << np.uint32(fmt.MAX_CODE_LEN)
+
+
 def is_complete(lengths: np.ndarray, max_len: int = fmt.MAX_CODE_LEN) -> bool:
     """True for a prefix code that fills the code space exactly (Kraft sum 1)."""
     lengths = np.asarray(lengths, dtype=np.int64)
