@@ -335,7 +335,7 @@ async def packer_throughput(dut):
 
 @pytest.mark.parametrize("params", [
     {"lanes": 1}, {"lanes": 4}, {"lanes": 16},
-    {"lanes": 4, "piece_bits": 16}, {"lanes": 16, "piece_bits": 16},
+    {"lanes": 4, "piece_bits": 16}, {"lanes": 8, "piece_bits": 16}, {"lanes": 16, "piece_bits": 16},
 ], ids=lambda p: "-".join(f"{k}{v}" for k, v in p.items()))
 def test_packer(params):
     run_bench(Packer, name="packer", params=params, test_module=__name__)

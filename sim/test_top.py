@@ -409,7 +409,9 @@ CONFIGS = [
     # The escapes golden vector uses radius 16 and sync interval 50.
     {"lanes": 2, "radius": 16, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 14},
     {"lanes": 4, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 15},
-    # As the 16-lane build (bitstreams/configs.py): the packer takes pieces of 16 bits.
+    # As the 8- and 16-lane builds (bitstreams/configs.py): the packer takes pieces of 16 bits.
+    {"lanes": 8, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 15,
+     "piece_bits": 16},
     {"lanes": 16, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 16,
      "piece_bits": 16},
 ]
