@@ -74,7 +74,7 @@ _RADIUS = {1: 512, 2: 512, 4: 512, 8: 512, 16: 511}
 #: third as wide, and a beat with escapes takes a clock more per 16 extra pieces. At 8 lanes
 #: they take the packed core from 60.4 k to 46.0 k LUT4 (72 % to 55 %; at 72 % nextpnr did not
 #: finish routing here), and a beat with escapes a clock more per 8 extra pieces: on real data
-#: the 16-lane card still takes 0.994 beats per clock (README, ``top_throughput``).
+#: the 8-lane card still takes 0.997 beats per clock (README, ``top_throughput``).
 _PIECE_BITS = {8: 16, 16: 16}
 
 #: All named configurations, by name. ``smoke`` is the whole core with small line and plane

@@ -232,7 +232,8 @@ class TB(StreamBench):
         targets the most used symbol with a different entry (the next chunk shows it)."""
         s = self.radius  # delta 0
         entry = int(huffman.entry_words(lengths)[s])
-        assert await self.write_entry(s, entry ^ 0x1FFFFF), "cb_busy_error did not pulse"
+        every_bit = (1 << (MAX_CODE_LEN + LENGTH_BITS)) - 1
+        assert await self.write_entry(s, entry ^ every_bit), "cb_busy_error did not pulse"
         await ReadOnly()
         assert not int(self.dut.cb_busy_error.value), "cb_busy_error must be a pulse"
         await RisingEdge(self.dut.clk)
