@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ceaz import codec, huffman, regmap, tiling
+from ceaz import codec, huffman, tiling
 from ceaz import format as fmt
 from ceaz.chunk import Coding
 from ceaz.codec import Settings, StreamReader
@@ -24,21 +24,6 @@ def test_every_book_is_a_complete_code_and_book_0_is_the_trained_book(radius):
         book = huffman.offline_book(radius, i)
         assert book.shape == (fmt.n_symbols(radius),) and not book.flags.writeable
         assert huffman.is_complete(book), i
-
-
-@pytest.mark.parametrize("radius", RADII)
-def test_entry_words_are_the_cb_data_layout(radius):
-    """The words the driver, the benches and the self-test write to CB_DATA: the canonical
-    code in bits 15:0 and its length above, as the register map documents."""
-    assert "bits 15:0" in regmap.by_name("CB_DATA").doc and fmt.MAX_CODE_LEN == 16
-    assert "bits 20:16" in regmap.by_name("CB_DATA").doc and fmt.CODE_LENGTH_BITS == 5
-    for i in (0, huffman.n_offline_books() - 1):
-        book = huffman.offline_book(radius, i)
-        words = huffman.entry_words(book)
-        assert np.array_equal(words & 0xFFFF, huffman.canonical_codes(book))
-        assert np.array_equal(words >> 16, book)
-    with pytest.raises(ValueError, match="code lengths"):
-        huffman.entry_words(np.array([1, 17]))
 
 
 @pytest.mark.parametrize("radius", RADII)
