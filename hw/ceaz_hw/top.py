@@ -121,7 +121,9 @@ class Compressor(wiring.Component):
         def pipeline(name, component):
             """Stages lose their state (not their memories' contents) on a soft reset."""
             stage_reset = Signal(init=1, name=f"{name}_reset", attrs={"keep": 1})
-            m.d.sync += stage_reset.eq(soft_reset)
+            # Equal to ``resetting`` in every clock, so the last term is always 0; it makes
+            # each copy read its own output, so that no tool merges the copies into one flop.
+            m.d.sync += stage_reset.eq(soft_reset | (stage_reset & ~resetting))
             domain = ClockDomain(name, local=True)
             m.domains += domain
             m.d.comb += [domain.clk.eq(ClockSignal("sync")), domain.rst.eq(stage_reset)]
