@@ -19,7 +19,6 @@ bench/huffman_floor.md.
 from __future__ import annotations
 
 import datetime
-import heapq
 import importlib.util
 import sys
 import time
@@ -38,20 +37,6 @@ from run import REL_BOUNDS, field_specs  # noqa: E402
 from ceaz import codec, huffman  # noqa: E402
 from ceaz import format as fmt  # noqa: E402
 from ceaz.chunk import Coding, code_chunk  # noqa: E402
-
-
-def free_huffman_bits(counts: np.ndarray) -> int:
-    """Total bits of an unrestricted Huffman code for these counts (sum of merged weights)."""
-    heap = [int(c) for c in counts if c > 0]
-    if len(heap) < 2:
-        return sum(heap)
-    heapq.heapify(heap)
-    total = 0
-    while len(heap) > 1:
-        merged = heapq.heappop(heap) + heapq.heappop(heap)
-        total += merged
-        heapq.heappush(heap, merged)
-    return total
 
 
 def measure(x: np.ndarray, rel: float) -> dict:
@@ -73,7 +58,7 @@ def measure(x: np.ndarray, rel: float) -> dict:
         own = huffman.code_lengths(huffman.weights_from_histogram(counts)).astype(np.int64)
         used = reader.chunk(i).payload.lengths.astype(np.int64)
         for key, value in (("chunks", 1), ("values", box.size), ("entropy", entropy),
-                           ("free", free_huffman_bits(counts)), ("own", counts @ own),
+                           ("free", huffman.unrestricted_bits(counts)), ("own", counts @ own),
                            ("ceaz", counts @ used), ("tables", table_bits)):
             sums[key] += value
     return sums

@@ -1,10 +1,9 @@
 """The code construction of ``ceaz.huffman`` (docs/format.md, "Codebook construction"), checked
-against properties any canonical length-limited Huffman code has and against an independent
-heap-built Huffman cost, on arbitrary histograms; and the CB_DATA layout of a book's entries."""
+against properties any canonical length-limited Huffman code has and against the independent
+heap-built Huffman cost (``unrestricted_bits``), on arbitrary histograms; and the CB_DATA
+layout of a book's entries."""
 
 from __future__ import annotations
-
-import heapq
 
 import numpy as np
 import pytest
@@ -15,19 +14,6 @@ from ceaz import format as fmt
 from ceaz import huffman, regmap
 
 histograms = st.lists(st.integers(0, 10**9), min_size=2, max_size=300).map(np.array)
-
-
-def _optimal_cost(weights: np.ndarray) -> int:
-    """Total bits of an unconstrained Huffman code: the sum of every merge (heapq, no ties
-    rule needed, as all optimal codes share the cost)."""
-    heap = [int(w) for w in weights]
-    heapq.heapify(heap)
-    cost = 0
-    while len(heap) > 1:
-        merged = heapq.heappop(heap) + heapq.heappop(heap)
-        cost += merged
-        heapq.heappush(heap, merged)
-    return cost
 
 
 @settings(max_examples=200, deadline=None)
@@ -43,7 +29,7 @@ def test_lengths_are_complete_optimal_when_the_limit_does_not_bind_and_determini
     unconstrained = huffman.code_lengths(weights, max_len=64) if len(weights) < 64 else None
     if unconstrained is not None and unconstrained.max() <= fmt.MAX_CODE_LEN:
         cost = int(weights.astype(object) @ lengths.astype(object))
-        assert cost == _optimal_cost(weights)
+        assert cost == huffman.unrestricted_bits(weights)
 
 
 @settings(max_examples=200, deadline=None)

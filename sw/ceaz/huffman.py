@@ -7,6 +7,7 @@ histogram determines its code lengths exactly. Hand-written (no library) for tha
 
 from __future__ import annotations
 
+import heapq
 import math
 from functools import cache, lru_cache
 from importlib import resources
@@ -92,6 +93,22 @@ def entropy_bits(hist: np.ndarray) -> float:
     hist = np.asarray(hist)
     nz = hist[hist > 0].astype(np.float64)
     return float((nz * np.log2(nz.sum() / nz)).sum())
+
+
+def unrestricted_bits(hist: np.ndarray) -> int:
+    """Total bits of an optimal Huffman code for the counted symbols with no length limit (the
+    sum of every merge's weight): the floor any prefix code for them is measured against (the
+    benchmarks), and an independent check of `code_lengths` (tests)."""
+    heap = [int(c) for c in np.asarray(hist).ravel() if c > 0]
+    if len(heap) < 2:
+        return sum(heap)
+    heapq.heapify(heap)
+    total = 0
+    while len(heap) > 1:
+        merged = heapq.heappop(heap) + heapq.heappop(heap)
+        total += merged
+        heapq.heappush(heap, merged)
+    return total
 
 
 def canonical_codes(lengths: np.ndarray) -> np.ndarray:
