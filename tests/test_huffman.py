@@ -67,7 +67,7 @@ def test_incomplete_lengths_are_rejected():
         huffman.code_lengths(np.ones(17), max_len=4)
 
 
-@pytest.mark.parametrize("radius", (2, 512))
+@pytest.mark.parametrize("radius", (2, 3, 16, 512))
 def test_entry_words_are_the_cb_data_layout(radius):
     """The words the driver, the benches and the self-test write to CB_DATA: the canonical
     code in bits 15:0 and its length above, as the register map documents."""
