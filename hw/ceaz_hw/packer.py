@@ -513,6 +513,12 @@ class Packer(wiring.Component):
         next_complete = Signal(range(depth + 1))
         m.d.comb += next_complete.eq(base + arriving)
         m.d.sync += complete.eq(next_complete)
+        # `complete <= k` for the few k that `fits` below asks about, registered beside
+        # `complete`: compared there, the sum and comparison became a carry chain that was the
+        # two-lane worst path at 1f515c6 (10.1 ns into the enable copies).
+        slack = depth - m_words  # complete words a whole window leaves room for
+        at_most = Signal(slack + 2, init=(1 << (slack + 2)) - 1)  # bit k: complete <= k
+        m.d.sync += at_most.eq(Cat(next_complete <= k for k in range(slack + 2)))
 
         with m.If(accept & front.last):
             bits_in_final = (front.totals.bits - 1)[: width.bit_length() - 1]  # mod W
@@ -612,11 +618,17 @@ class Packer(wiring.Component):
         # level, and through the subtraction, the addition and the comparison it was a smoke
         # core's worst path; the accept through the same chain into the enable copies was the
         # two-lane worst path at 0497928 (10.6 ns).
-        def fits(words, popped):
-            return complete + words + m_words <= depth + popped
+        # A window fits when complete + words + m_words <= depth + popped, that is when
+        # complete <= slack + popped - words: a select of the registered `at_most` bits.
+        def fits(popped, taking):
+            if not taking:
+                return at_most[slack + popped]
+            limits = [slack + popped - w for w in range(m_words + 1)]
+            return Cat(at_most[k] if k >= 0 else Const(0, 1) for k in limits).bit_select(
+                front.words, 1)
 
-        fits_taking = Mux(pop, fits(front.words, 1), fits(front.words, 0))
-        fits_idle = Mux(pop, fits(0, 1), fits(0, 0))
+        fits_taking = Mux(pop, fits(1, True), fits(0, True))
+        fits_idle = Mux(pop, fits(1, False), fits(0, False))
         # The next room for either outcome of this clock's accept, so that `room` (through
         # accept) meets only the final select. With `accept & front.last` inside, the path ran
         # from `room` to the accumulator's accept, across to the front's `last` and back into
