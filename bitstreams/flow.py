@@ -240,9 +240,12 @@ def _yosys(verilog: str, design: str, netlist: str, work: Path,
 
 
 def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, seed: int,
-               timeout: float, place: bool = True, router: str = "router1") -> dict:
+               timeout: float, place: bool = True, route: bool = True,
+               router: str = "router1") -> dict:
     """Verilog, Yosys and nextpnr for one configuration; the row of the report. With
-    ``place=False`` nextpnr only packs: the row has the resources and no Fmax. ``router`` is
+    ``place=False`` nextpnr only packs: the row has the resources and no Fmax. With
+    ``route=False`` it places and stops: the row has nextpnr's Fmax estimate after placement
+    (``placed_fmax_mhz``), which is not an Fmax, and none in ``fmax_mhz``. ``router`` is
     nextpnr's router: its default, router1, had routed a quarter of the whole-field eight-lane
     core's arcs after 25 minutes (177b6b0); with pieces it routed that core in 79 minutes."""
     commit = source_commit()  # before elaborating: the sources may change during a long run
@@ -277,10 +280,13 @@ def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, s
                     "fits": True, "placed": False, "critical_path": {}})
     else:
         _run([*nextpnr, "--freq", str(freq), "--seed", str(seed), "--router", router,
-              "--timing-allow-fail", "--report", "report.json"], work / "nextpnr.log", work,
-             timeout)
+              "--timing-allow-fail", "--report", "report.json", *([] if route else ["--no-route"])],
+             work / "nextpnr.log", work, timeout)
         report = json.loads((work / "report.json").read_text())
         row.update(summarise(report, config))
+        if not route:
+            row.update({"placed_fmax_mhz": row["fmax_mhz"], "fmax_mhz": None,
+                        "gbytes_per_s": None, "fits": True, "placed": True, "routed": False})
     nextpnr_time = time.monotonic() - started
     row["seconds"] = {"yosys": round(yosys_time, 1), "nextpnr": round(nextpnr_time, 1)}
     return row
@@ -312,8 +318,13 @@ def _percent(resource: dict) -> float:
 
 
 def _unplaced(row: dict) -> str:
-    """Why a row has no Fmax: too large for the device, or only packed (``--pack-only``)."""
-    return "does not fit" if not row.get("fits", False) else "packed only, not placed"
+    """Why a row has no Fmax: too large for the device, only packed (``--pack-only``), or
+    placed and not routed (``--place-only``)."""
+    if not row.get("fits", False):
+        return "does not fit"
+    if row.get("placed"):
+        return f"placed, not routed ({row['placed_fmax_mhz']:.1f} MHz estimated)"
+    return "packed only, not placed"
 
 
 def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
@@ -357,9 +368,11 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
         if row.get("multiplier_output_registers"):
             name += f" [{row['multiplier_output_registers']} multipliers with their output " \
                 "register: outreg.py]"
-        if row.get("fmax_mhz") is None:
+        if row.get("fmax_mhz") is None and not row.get("placed"):
             lines.append(f"- {name}: not placed ({_unplaced(row)})")
             continue
+        if row.get("placed") and not row.get("routed", True):
+            name += " [placed, not routed: delays estimated]"
         where = ", ".join(cp.get("sources", [])) or "n/a"
         lines.append(f"- {name}: {cp.get('delay_ns', 'n/a')} ns, "
                      f"`{cp.get('from', '?')}` -> `{cp.get('to', '?')}` ({where})")
@@ -449,9 +462,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--router", choices=["router1", "router2"], default="router1",
                         help="nextpnr's router (default: router1; router2 is an alternative "
                              "for the larger configurations)")
-    parser.add_argument("--pack-only", action="store_true",
+    stop = parser.add_mutually_exclusive_group()
+    stop.add_argument("--pack-only", action="store_true",
                         help="stop nextpnr after packing: resources without Fmax (placing "
                              "the larger configurations takes hours)")
+    stop.add_argument("--place-only", action="store_true",
+                        help="stop nextpnr after placing: its Fmax estimate, not an Fmax "
+                             "(routing the largest configuration takes longer still)")
     return parser
 
 
@@ -491,6 +508,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             row = synthesise(config, args.design, out, freq=args.freq, seed=args.seed,
                              timeout=args.timeout, place=not args.pack_only,
+                             route=not args.place_only,
                              router=args.router)
         except ImportError as exc:
             print(f"error: design {args.design!r} cannot be built yet: {exc}", file=sys.stderr)

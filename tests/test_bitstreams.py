@@ -164,6 +164,25 @@ def test_a_packed_only_row_says_it_was_not_placed(tmp_path):
     assert flow._parser().parse_args(["synth", "--pack-only"]).pack_only
 
 
+def test_a_placed_only_row_gives_its_estimate_as_no_fmax(tmp_path):
+    """``--place-only`` rows carry nextpnr's estimate after placement; the table names it as
+    an estimate and computes no throughput from it."""
+    flow = _load("flow")
+    resources = {label: {"used": 10, "available": 100} for label in flow.RESOURCES.values()}
+    row = {"design": "top", "config": "lanes16", "lanes": 16, "radius": 511, "max_plane": 4096,
+           "resources": resources, "fmax_mhz": None, "placed_fmax_mhz": 61.23,
+           "gbytes_per_s": None, "fits": True, "placed": True, "routed": False,
+           "critical_path": {"delay_ns": 16.3, "from": "a", "to": "b", "sources": []},
+           "seconds": {"yosys": 1.0, "nextpnr": 2.0}, "command": "x"}
+    flow.write_reports([row], {"tools": {}, "seed": 1, "freq": 200.0}, tmp_path)
+    table = (tmp_path / "synth.md").read_text()
+    assert "| placed, not routed (61.2 MHz estimated) | - |" in table
+    assert "[placed, not routed: delays estimated]: 16.3 ns" in table
+    assert flow._parser().parse_args(["synth", "--place-only"]).place_only
+    with pytest.raises(SystemExit):
+        flow._parser().parse_args(["synth", "--place-only", "--pack-only"])
+
+
 def test_a_row_routed_by_router2_says_so(tmp_path):
     """The router is part of what a row measured: anything but nextpnr's default is named."""
     flow = _load("flow")
