@@ -28,7 +28,7 @@ from runner import bench_params, run_bench
 from streams import StreamBench
 
 from ceaz import codec, datasets, huffman, regmap, tiling
-from ceaz.cardstream import card_output
+from ceaz.cardstream import card_output, read_trailer
 from ceaz.chunk import Coding, EncodedChunk, code_chunk
 from ceaz.codec import CodebookSchedule, Settings
 from ceaz.regmap import CTRL, ERROR, STATUS, by_name
@@ -237,6 +237,29 @@ class TB(StreamBench):
         await receiver
 
 
+class _Handshakes:
+    """Clocks (counted from its start) at which ``s_axis`` took a beat, and the first clock of
+    ``BVALID``: the clock in which a register write strobes (``ceaz_hw.regfile``)."""
+
+    def __init__(self, dut):
+        self.beats: list[int] = []
+        self.strobe: int | None = None
+        self._task = cocotb.start_soon(self._watch(dut))
+
+    async def _watch(self, dut) -> None:
+        clock = 0
+        while True:
+            await RisingEdge(dut.clk)
+            clock += 1
+            if dut.s_axis__tvalid.value and dut.s_axis__tready.value:
+                self.beats.append(clock)
+            if self.strobe is None and dut.s_axil__bvalid.value:
+                self.strobe = clock
+
+    def stop(self) -> None:
+        self._task.cancel()
+
+
 def golden_vectors(tb: TB) -> list[str]:
     """The golden float32 vectors this build can code (radius, K a multiple of N)."""
     names = []
@@ -363,9 +386,12 @@ async def top_histogram_and_recovery(dut):
     tb.book = None
     await tb.wait_status(STATUS.HIST_CLEARING, 0)
     await tb.compress(field, 1e-3, label="after soft reset")
-    # Soft reset in the middle of a chunk while the input streams (the card takes no beat in
-    # the two clocks of the reset); the rest of the frame comes in as a chunk cut short.
+    # Soft reset in the middle of a chunk while the input streams. The rest of the frame
+    # comes in as a chunk cut short, and it must hold every value taken after the reset: the
+    # card takes no beat in the two clocks of the reset (the write's strobe, the first clock
+    # of BVALID, then `resetting`), so none can vanish with the chunk that was in flight.
     await tb.set_box((1, 40, 192))
+    clocks = _Handshakes(dut)
     tb.source.send_nowait(AxiStreamFrame(field[:40].tobytes()))
     await ClockCycles(dut.clk, 300)
     assert dut.s_axis__tready.value and not tb.source.idle()
@@ -373,6 +399,13 @@ async def top_histogram_and_recovery(dut):
     await tb.source.wait()
     await tb.wait_status(STATUS.BUSY, 0)
     assert await tb.read("ERROR") == ERROR.TLAST_EARLY
+    clocks.stop()
+    strobe, beats = clocks.strobe, clocks.beats
+    assert strobe is not None and not {strobe, strobe + 1} & set(beats), (strobe, beats)
+    assert len(beats) * tb.lanes == field[:40].size
+    after = sum(clock > strobe + 1 for clock in beats) * tb.lanes
+    magic, n, *_ = read_trailer(bytes((await tb.sink.recv()).tdata), tb.word_bits)
+    assert magic == regmap.TRAILER_MAGIC and n == after > 0, (n, after)
     tb.sink.clear()
     tb.book = None
     await tb.compress(field, 1e-3, label="after soft reset mid-chunk")

@@ -64,8 +64,7 @@ def parse_card_output(data: bytes, box: Box, sync_interval: int, word_bits: int)
     w = word_bits // 8
     if len(data) < TRAILER.size or len(data) % w:
         raise DeviceError(f"chunk {box.index}: card returned {len(data)} bytes, not whole words")
-    trailer_at = len(data) - _trailer_room(w)
-    magic, n, bits, crc, n_out, n_verb, n_fill = TRAILER.unpack_from(data, trailer_at)
+    magic, n, bits, crc, n_out, n_verb, n_fill = read_trailer(data, word_bits)
     if magic != regmap.TRAILER_MAGIC:
         raise DeviceError(f"chunk {box.index}: no trailer magic in the card's output")
     if n != box.size:
@@ -83,6 +82,12 @@ def parse_card_output(data: bytes, box: Box, sync_interval: int, word_bits: int)
         raise DeviceError(f"chunk {box.index}: payload CRC mismatch (data damaged on the way)")
     sync = np.frombuffer(data, dtype="<u4", count=n_sync, offset=payload_room).astype(np.uint32)
     return CardChunk(payload, bits, sync, n_out, n_verb, n_fill)
+
+
+def read_trailer(data: bytes, word_bits: int) -> tuple[int, ...]:
+    """The trailer's fields (magic, values, payload bits, CRC, outliers, verbatims, fills) at
+    the end of one chunk's output, unchecked."""
+    return TRAILER.unpack_from(data, len(data) - _trailer_room(word_bits // 8))
 
 
 def _trailer_room(word_bytes: int) -> int:
