@@ -619,13 +619,18 @@ class Packer(wiring.Component):
         # core's worst path; the accept through the same chain into the enable copies was the
         # two-lane worst path at 0497928 (10.6 ns).
         # A window fits when complete + words + m_words <= depth + popped, that is when
-        # complete <= slack + popped - words: a select of the registered `at_most` bits.
+        # complete <= slack + popped - words: a select of the registered `at_most` bits. (As
+        # a Switch: written as a variable bit select, Yosys 0.70's ABC9 died on the two-lane
+        # core at 59bace6, every time.)
         def fits(popped, taking):
             if not taking:
                 return at_most[slack + popped]
-            limits = [slack + popped - w for w in range(m_words + 1)]
-            return Cat(at_most[k] if k >= 0 else Const(0, 1) for k in limits).bit_select(
-                front.words, 1)
+            fit = Signal(name=f"fits_taking{popped}")
+            with m.Switch(front.words):
+                for w in range(min(slack + popped, m_words) + 1):
+                    with m.Case(w):
+                        m.d.comb += fit.eq(at_most[slack + popped - w])
+            return fit
 
         fits_taking = Mux(pop, fits(1, True), fits(0, True))
         fits_idle = Mux(pop, fits(1, False), fits(0, False))
