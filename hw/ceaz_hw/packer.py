@@ -622,9 +622,7 @@ class Packer(wiring.Component):
         # complete <= slack + popped - words: a select of the registered `at_most` bits. (As
         # a Switch: written as a variable bit select, Yosys 0.70's ABC9 died on the two-lane
         # core at 59bace6, every time.)
-        def fits(popped, taking):
-            if not taking:
-                return at_most[slack + popped]
+        def fits_taking_after(popped):
             fit = Signal(name=f"fits_taking{popped}")
             with m.Switch(front.words):
                 for w in range(min(slack + popped, m_words) + 1):
@@ -632,8 +630,8 @@ class Packer(wiring.Component):
                         m.d.comb += fit.eq(at_most[slack + popped - w])
             return fit
 
-        fits_taking = Mux(pop, fits(1, True), fits(0, True))
-        fits_idle = Mux(pop, fits(1, False), fits(0, False))
+        fits_taking = Mux(pop, fits_taking_after(1), fits_taking_after(0))
+        fits_idle = Mux(pop, at_most[slack + 1], at_most[slack])
         # The next room for either outcome of this clock's accept, so that `room` (through
         # accept) meets only the final select. With `accept & front.last` inside, the path ran
         # from `room` to the accumulator's accept, across to the front's `last` and back into
