@@ -1,0 +1,83 @@
+"""How many ECP5 logic tiles a netlist's flip-flops need, given their control sets.
+
+Why: the 16-lane core packs at 98 % of the LUT4s and 90 % of the FFs, and nextpnr finds no
+legal placement for it. Flip-flops do not pack freely: in an ECP5 logic tile the eight FFs
+share one clock and one LSR signal (with their inversions and the reset mode), and the two FFs
+of a slice share a clock enable (nextpnr's ``ecp5/arch_place.cc``). So the FFs of each
+(clock, LSR) class fill whole tiles of their own, and those of each clock enable whole
+slices. Counting that gives a lower bound on the tiles the FFs occupy; set against the ideal,
+``FFs / 8``, it says what the control sets cost the placer, which is no part of the LUT4 count.
+
+Usage: ``python bitstreams/tiles.py <yosys netlist.json>`` (``flow.py synth`` leaves
+``top.json`` in its work directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+__all__ = ["DEVICE_TILES", "tile_demand"]
+
+#: Logic tiles of the ECP5-85F: 83640 LUT4s and as many FFs, eight of each a tile.
+DEVICE_TILES = 83640 // 8
+
+
+def _net(cell: dict, port: str):
+    """The net bit on ``port``; None when unconnected or tied to a constant (a string)."""
+    bits = cell["connections"].get(port)
+    return bits[0] if bits and isinstance(bits[0], int) else None
+
+
+def tile_demand(netlist: dict) -> dict:
+    """FFs, their control-set classes, and the tiles they need at least (module docstring)."""
+    module = next(m for m in netlist["modules"].values() if m.get("attributes", {}).get("top"))
+    # (clock, LSR) class -> clock-enable class -> FFs
+    classes: dict[tuple, Counter] = defaultdict(Counter)
+    for cell in module["cells"].values():
+        if cell["type"] != "TRELLIS_FF":
+            continue
+        p = cell["parameters"]
+        lsr = _net(cell, "LSR") if p.get("LSRMUX", "LSR") != "0" else None
+        tile_key = (_net(cell, "CLK"), p.get("CLKMUX") == "INV", lsr,
+                    lsr is not None and p.get("LSRMUX") == "INV",
+                    lsr is not None and p.get("SRMODE") == "ASYNC")
+        slice_key = (_net(cell, "CE"), p.get("CEMUX", "CE"), p.get("GSR"))
+        classes[tile_key][slice_key] += 1
+    ffs = sum(sum(ces.values()) for ces in classes.values())
+    tiles = sum(math.ceil(sum(math.ceil(n / 2) for n in ces.values()) / 4)
+                for ces in classes.values())
+    return {
+        "ffs": ffs,
+        "tile_classes": len(classes),
+        "slice_classes": sum(len(ces) for ces in classes.values()),
+        "ideal_tiles": math.ceil(ffs / 8),
+        "tiles": tiles,
+        "device_tiles": DEVICE_TILES,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("netlist", type=Path, help="Yosys JSON netlist (synth_ecp5 -json)")
+    args = parser.parse_args(argv)
+    try:
+        netlist = json.loads(args.netlist.read_text())
+    except (OSError, ValueError) as exc:
+        print(f"tiles.py: cannot read {args.netlist}: {exc}", file=sys.stderr)
+        return 2
+    d = tile_demand(netlist)
+    print(f"{d['ffs']} FFs in {d['tile_classes']} clock/LSR classes and {d['slice_classes']} "
+          f"clock-enable classes")
+    print(f"tiles their control sets need: at least {d['tiles']} of {d['device_tiles']} "
+          f"({d['tiles'] / d['device_tiles']:.1%}); without control sets {d['ideal_tiles']} "
+          f"({d['ideal_tiles'] / d['device_tiles']:.1%})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
