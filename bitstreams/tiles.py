@@ -21,6 +21,13 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
+# Importable from the tests as a file, like flow.py: its neighbours need not be on the path.
+HERE = Path(__file__).resolve().parent
+if str(HERE) not in sys.path:
+    sys.path.insert(0, str(HERE))
+
+import outreg  # noqa: E402
+
 __all__ = ["DEVICE_TILES", "tile_demand"]
 
 #: Logic tiles of the ECP5-85F: 83640 LUT4s and as many FFs, eight of each a tile.
@@ -35,7 +42,7 @@ def _net(cell: dict, port: str):
 
 def tile_demand(netlist: dict) -> dict:
     """FFs, their control-set classes, and the tiles they need at least (module docstring)."""
-    module = next(m for m in netlist["modules"].values() if m.get("attributes", {}).get("top"))
+    module = outreg.top_module(netlist)
     # (clock, LSR) class -> clock-enable class -> FFs
     classes: dict[tuple, Counter] = defaultdict(Counter)
     for cell in module["cells"].values():
