@@ -527,7 +527,6 @@ class Packer(wiring.Component):
         with m.If(accept & front.last):
             bits_in_final = (front.totals.bits - 1)[: width.bit_length() - 1]  # mod W
             m.d.sync += [
-                ending.eq(1),
                 admitting.eq(0),
                 totals.eq(front.totals),
                 no_payload.eq(front.totals.bits == 0),
@@ -542,7 +541,10 @@ class Packer(wiring.Component):
         # across the die into the sync phase's enables).
         to_trailer = Signal()
         ending_next = Mux(accept & front.last, 1, ending & ~to_trailer)
-        m.d.sync += to_trailer.eq(ending_next & (next_complete == 0))
+        m.d.sync += [
+            ending.eq(ending_next),
+            to_trailer.eq(ending_next & (next_complete == 0)),
+        ]
         m.d.comb += [
             crc.i.valid.eq(pop | to_trailer),
             crc.i.payload.data.eq(_bytes_reversed(buf[0], width)),
@@ -583,7 +585,6 @@ class Packer(wiring.Component):
                 with m.If(to_trailer):
                     m.d.sync += [
                         phase.eq(_Phase.SYNC),
-                        ending.eq(0),
                         sync_left.eq(totals.syncs),
                         sync_none.eq(totals.syncs == 0),
                         pulling.eq(totals.syncs != 0),  # per_word >= 2: gathered 0 has room
