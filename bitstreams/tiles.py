@@ -8,6 +8,9 @@ of a slice share a clock enable (nextpnr's ``ecp5/arch_place.cc``). So the FFs o
 slices. Counting that gives a lower bound on the tiles the FFs occupy; set against the ideal,
 ``FFs / 8``, it says what the control sets cost the placer, which is no part of the LUT4 count.
 
+It also counts the FFs that only delay a bit, their D driven straight by another FF's Q:
+they are what a delay line in block RAM could take over, by unit (the cell name's prefix).
+
 Usage: ``python bitstreams/tiles.py <yosys netlist.json>`` (``flow.py synth`` leaves
 ``top.json`` in its work directory).
 """
@@ -28,7 +31,7 @@ if str(HERE) not in sys.path:
 
 import outreg  # noqa: E402
 
-__all__ = ["DEVICE_TILES", "tile_demand"]
+__all__ = ["DEVICE_TILES", "delay_ffs", "tile_demand"]
 
 #: Logic tiles of the ECP5-85F: 83640 LUT4s and as many FFs, eight of each a tile.
 DEVICE_TILES = 83640 // 8
@@ -68,6 +71,18 @@ def tile_demand(netlist: dict) -> dict:
     }
 
 
+def delay_ffs(netlist: dict, depth: int = 3) -> Counter:
+    """FFs whose D is another FF's Q, per unit: the first ``depth`` dotted parts of the FF's
+    name (Yosys names an FF after the register it holds). ``Counter.total()`` sums them."""
+    module = outreg.top_module(netlist)
+    ff_outputs = {_net(cell, "Q") for cell in module["cells"].values()
+                  if cell["type"] == "TRELLIS_FF"}
+    ff_outputs.discard(None)
+    return Counter(".".join(name.split(".")[:depth])
+                   for name, cell in module["cells"].items()
+                   if cell["type"] == "TRELLIS_FF" and _net(cell, "DI") in ff_outputs)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("netlist", type=Path, help="Yosys JSON netlist (synth_ecp5 -json)")
@@ -83,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tiles their control sets need: at least {d['tiles']} of {d['device_tiles']} "
           f"({d['tiles'] / d['device_tiles']:.1%}); without control sets {d['ideal_tiles']} "
           f"({d['ideal_tiles'] / d['device_tiles']:.1%})")
+    delays = delay_ffs(netlist)
+    print(f"FFs whose D is another FF's Q: {delays.total()} of {d['ffs']}; most in "
+          + ", ".join(f"{unit} {n}" for unit, n in delays.most_common(4)))
     return 0
 
 

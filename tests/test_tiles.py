@@ -46,10 +46,27 @@ def test_each_clock_enable_takes_whole_slices():
     assert (d["slice_classes"], d["tiles"], d["ideal_tiles"]) == (8, 2, 1)
 
 
+def test_delay_ffs_counts_ff_to_ff_links_by_unit():
+    # a LUT feeds core.q.s0, which feeds s1 and s2 in a row; core.p.x takes s2's Q too
+    chain = {"core.q.s0": (9, 11), "core.q.s1": (11, 12), "core.q.s2.bit": (12, 13),
+             "core.p.x": (13, 14), "core.p.y": (9, 15)}
+    cells = {}
+    for name, (di, q) in chain.items():
+        cell = _ff()
+        cell["connections"].update({"DI": [di], "Q": [q]})
+        cells[name] = cell
+    cells["lut"] = {"type": "LUT4", "parameters": {}, "connections": {"Z": [9]}}
+    netlist = {"modules": {"top": {"attributes": {"top": 1}, "cells": cells}}}
+    assert tiles.delay_ffs(netlist) == {"core.q.s1": 1, "core.q.s2": 1, "core.p.x": 1}
+    assert tiles.delay_ffs(netlist, depth=2) == {"core.q": 2, "core.p": 1}
+
+
 def test_cli_reports_the_bound_and_rejects_a_missing_file(tmp_path, capsys):
     path = tmp_path / "top.json"
     path.write_text(json.dumps(_netlist([_ff() for _ in range(3)])))
     assert tiles.main([str(path)]) == 0
-    assert "at least 1 of 10455" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "at least 1 of 10455" in out
+    assert "FFs whose D is another FF's Q: 0 of 3" in out
     assert tiles.main([str(tmp_path / "missing.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
