@@ -378,9 +378,9 @@ class Compressor(wiring.Component):
         # next stream that sets ADAPT starts with a soft reset). The OR is registered: formed
         # in the builder's clock, it ran from the builder's phase through `behind`'s inputs and
         # back into the phase's enable, the one-lane worst path with seed 3 once the elastic
-        # buffers had shrunk (10.4 ns, 8.6 of it wire). A clock late is safe both ways: it falls late, and it rises only
-        # after the builder's own commit, or a host write while the stream is idle, never in
-        # the clock after one.
+        # buffers had shrunk (10.4 ns, 8.6 of it wire). A clock late is safe both ways: it
+        # falls late, and it rises only after the builder's own commit, or a host write while
+        # the stream is idle, never in the clock after one.
         m.d.sync += pending.eq(~adapt | huff.cb_pending | behind)
         # The builder's wait for chunk k+1 to start, registered (32-bit adder and comparison
         # into the builder's state were the smoke core's worst path): it only ever ends a clock
