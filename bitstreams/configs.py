@@ -40,6 +40,8 @@ class Config:
     max_sync: int = 1024
     #: The packer's front: None (whole fields) or pieces of this many bits (ceaz_hw.pieces).
     piece_bits: int | None = None
+    #: The quantizer's input bits wait in block RAM, not registers (ceaz_hw.delay).
+    raw_in_ram: bool = False
 
     def __post_init__(self):
         if self.lanes not in (1, 2, 4, 8, 16):
@@ -77,11 +79,16 @@ _RADIUS = {1: 512, 2: 512, 4: 512, 8: 512, 16: 511}
 #: the 8-lane card still takes 0.997 beats per clock (README, ``top_throughput``).
 _PIECE_BITS = {8: 16, 16: 16}
 
+#: Lane counts whose quantizer holds its input bits in block RAM. At 16 lanes the placer ran
+#: out of slices with 90 % of the FFs in use, 23.6 k of them the quantizer's, most only passing
+#: a bit on; the delay lines take 7.7 k FFs off for 16 of the 21 block RAMs left.
+_RAW_IN_RAM = {16}
+
 #: All named configurations, by name. ``smoke`` is the whole core with small line and plane
 #: buffers: it synthesises in minutes, so CI can afford it on every run.
 CONFIGS: dict[str, Config] = {
     **{f"lanes{n}": Config(f"lanes{n}", lanes=n, radius=_RADIUS[n], max_plane=_MAX_PLANE[n],
-                           piece_bits=_PIECE_BITS.get(n))
+                           piece_bits=_PIECE_BITS.get(n), raw_in_ram=n in _RAW_IN_RAM)
        for n in _MAX_PLANE},
     "smoke": Config("smoke", lanes=1, max_line=256, max_plane=1024),
 }
@@ -94,14 +101,14 @@ def _compressor(config: Config):
     return Compressor(lanes=config.lanes, radius=config.radius,
                       max_code_len=config.max_code_len, max_line=config.max_line,
                       max_plane=config.max_plane, max_sync=config.max_sync,
-                      piece_bits=config.piece_bits)
+                      piece_bits=config.piece_bits, raw_in_ram=config.raw_in_ram)
 
 
 def _quantizer(config: Config):
     # A complete deep-pipelined stage that exists early; it develops and tests the flow.
     from ceaz_hw.quantizer import Quantizer
 
-    return Quantizer(config.lanes)
+    return Quantizer(config.lanes, config.raw_in_ram)
 
 
 #: Designs the flows can build from a configuration: name -> factory(config) -> Component.

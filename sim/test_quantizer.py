@@ -369,3 +369,11 @@ async def quantizer_framing(dut):
 @pytest.mark.parametrize("lanes", LANES)
 def test_quantizer(lanes):
     run_bench(Quantizer, name="quantizer", params={"lanes": lanes}, test_module=__name__)
+
+
+@pytest.mark.parametrize("lanes", LANES)
+def test_quantizer_raw_in_ram(lanes):
+    """The input bits through block-RAM delay lines (the 16-lane build's choice) under the
+    same stalls: the delay must hold with the pipeline's enable, or values come out wrong."""
+    run_bench(Quantizer, name="quantizer", params={"lanes": lanes, "raw_in_ram": True},
+              test_module=__name__)

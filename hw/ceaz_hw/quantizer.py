@@ -64,6 +64,7 @@ from amaranth.lib.wiring import In, Out
 
 # Kind, Prequantized, Q_BITS and LANE_COUNTS are re-exported for the quantizer's users.
 from .beats import LANE_COUNTS, Q_BITS, Kind, Prequantized, beat
+from .delay import DelayLine
 from .elastic import PointerBuffer, advance_on
 
 __all__ = [
@@ -201,11 +202,14 @@ class _Lane(wiring.Component):
     """The datapath of one value, ``LATENCY`` register stages from ``x`` to ``out``.
 
     Every register advances every clock; the parent gates the whole datapath with an enable.
+    With ``raw_in_ram`` the input bits wait for the bound check in a :class:`DelayLine`, and
+    the stages before it carry only their sign (``raw`` is then one bit wide there).
     """
 
     LATENCY = 24
 
-    def __init__(self):
+    def __init__(self, raw_in_ram=False):
+        self._raw_in_ram = raw_in_ram
         super().__init__({
             "x": In(32),
             "cfg": In(_Decoded),
@@ -246,7 +250,7 @@ class _Lane(wiring.Component):
         big = Mux(e0, cfg.e0_big, e > cfg.sh_m1)
         w = _widen(m, cfg.sh_w - ex, signed(11))  # sh' - 1 - WINDOW between the clips
         s = st.next(
-            raw=x,
+            raw=x[31:] if self._raw_in_ram else x,  # its top bit is the sign either way
             mx=mx,  # registered per lane: the multipliers then start from a register
             fill=cfg.fill_enable & (x == cfg.fill_bits),
             tl=(e == 0xFF) | (big & (mx != 0)),  # NaN, Inf or too large
@@ -304,7 +308,7 @@ class _Lane(wiring.Component):
         # top bit at 49 or 50 (ls' = 23 - top bit of Ms, a constant). One more place, if the
         # limit leaves room, gives P << min(clz(P), lim) exactly as the format's normalisation;
         # when the limit binds within sq, that is all the shift there is (see _Decoded).
-        q = _widen(m, Mux(s["raw"][31], -s["mag"], s["mag"]), signed(Q_BITS + 1))
+        q = _widen(m, Mux(s["raw"][-1], -s["mag"], s["mag"]), signed(Q_BITS + 1))
         s = st.next(**keep(s, "raw", "fill", "tl", "mag"), q=q, zero=s["mag"] == 0,
                     clz=_clz(m, s["mag"]))
         sq = _widen(m, Mux(s["clz"] > cfg.lim_q, cfg.lim_q, s["clz"]), unsigned(5))
@@ -355,6 +359,10 @@ class _Lane(wiring.Component):
         s = st.next(**keep(s, "raw", "fill", "q"),
                     tl=s["tl"] | (~zero & Mux(up, found[1][1], found[0][1])),  # x' infinite
                     xr=Mux(zero, 0, Mux(up, found[1][0], found[0][0])))
+        if self._raw_in_ram:  # the input bits, as the stage registers would have them here
+            m.submodules.raw_delay = raw_delay = DelayLine(32, st.count)
+            m.d.comb += raw_delay.i.eq(x)
+            s["raw"] = raw_delay.o
 
         # -- |x - x'| <= eb_f, exactly, stages 17-23 -----------------------------------------
         # Which magnitude is larger, a stage of its own: the 31-bit comparison and the
@@ -421,8 +429,9 @@ class _Datapath(wiring.Component):
     ``lane_domains[i]``, which the parent renames to ``sync``.
     """
 
-    def __init__(self, lanes):
+    def __init__(self, lanes, raw_in_ram=False):
         self._lanes = lanes
+        self._raw_in_ram = raw_in_ram
         self.lane_domains = [f"lane{i}" for i in range(lanes)]
         super().__init__({
             "x": In(beat(unsigned(32), lanes)),
@@ -437,7 +446,7 @@ class _Datapath(wiring.Component):
         x = Signal.like(self.x)
         valid = Signal()
         m.d.sync += [x.eq(self.x), valid.eq(self.x_valid)]
-        lanes = [_Lane() for _ in range(self._lanes)]
+        lanes = [_Lane(self._raw_in_ram) for _ in range(self._lanes)]
         for i, lane in enumerate(lanes):
             m.submodules[f"lane{i}"] = DomainRenamer(self.lane_domains[i])(lane)
             m.d.comb += [lane.x.eq(x.lanes[i]), self.out.lanes[i].eq(lane.out)]
@@ -469,6 +478,10 @@ class Quantizer(wiring.Component):
     ----------
     lanes : int
         Values per beat, one of 1, 2, 4, 8 or 16.
+    raw_in_ram : bool
+        Hold each value's input bits for the bound check in block RAM (one
+        :class:`~ceaz_hw.delay.DelayLine` per lane) instead of 15 stages of registers: 480
+        flip-flops fewer a lane for one DP16KD, the same outputs in every clock.
 
     Members
     -------
@@ -485,10 +498,11 @@ class Quantizer(wiring.Component):
         others but carry don't-care values.
     """
 
-    def __init__(self, lanes=1):
+    def __init__(self, lanes=1, raw_in_ram=False):
         if lanes not in LANE_COUNTS:
             raise ValueError(f"lanes must be one of {LANE_COUNTS}, not {lanes!r}")
         self._lanes = lanes
+        self._raw_in_ram = bool(raw_in_ram)
         super().__init__({
             "cfg": In(ConfigSignature),
             "i": In(stream.Signature(beat(unsigned(32), lanes))),
@@ -542,7 +556,7 @@ class Quantizer(wiring.Component):
             early = Signal.like(port, name=f"decoded_{name}_early")
             m.d.sync += [early.eq(value), port.eq(early)]
 
-        datapath = _Datapath(self._lanes)
+        datapath = _Datapath(self._lanes, self._raw_in_ram)
         domains = datapath.lane_domains
         # A copy per lane, and one for ``i.ready``: the producer's handshake logic sits away
         # from the buffer (the level, routed to the input's ready and on into the top's

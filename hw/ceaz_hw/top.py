@@ -61,6 +61,10 @@ class Compressor(wiring.Component):
         The packer's front: whole fields per clock (None), or pieces of this many bits
         (:class:`~ceaz_hw.packer.Packer`); it changes the logic and the rate of escape-heavy
         beats, not the bytes.
+    raw_in_ram : bool
+        The quantizer holds each value's input bits in block RAM rather than in registers
+        (:class:`~ceaz_hw.quantizer.Quantizer`): fewer flip-flops, one DP16KD a lane, the
+        same bytes.
 
     The reset ``rst`` is registered once before it reaches the pipeline, so the core leaves
     reset on the clock after ``rst`` falls (AXI masters may start one clock after that edge
@@ -71,7 +75,7 @@ class Compressor(wiring.Component):
 
     def __init__(self, lanes=4, radius=fmt.DEFAULT_RADIUS, max_code_len=fmt.MAX_CODE_LEN,
                  max_line=fmt.DEFAULT_MAX_LINE, max_plane=fmt.DEFAULT_MAX_PLANE, max_sync=1024,
-                 piece_bits=None):
+                 piece_bits=None, raw_in_ram=False):
         if lanes not in LANE_COUNTS:
             raise ValueError(f"lanes must be one of {LANE_COUNTS}, not {lanes!r}")
         if not fmt.MIN_RADIUS <= radius <= fmt.MAX_RADIUS:
@@ -86,6 +90,7 @@ class Compressor(wiring.Component):
         self.lanes, self.radius, self.max_code_len = lanes, radius, max_code_len
         self.max_line, self.max_plane, self.max_sync = max_line, max_plane, max_sync
         self.piece_bits = piece_bits
+        self.raw_in_ram = raw_in_ram
         self.word_bits = word_bits(lanes)
         super().__init__({
             "s_axis": In(AXI4StreamSignature(32 * lanes)),
@@ -130,7 +135,7 @@ class Compressor(wiring.Component):
             m.submodules[name] = DomainRenamer(name)(component)
             return component
 
-        quant = pipeline("quantizer", Quantizer(n_lanes))
+        quant = pipeline("quantizer", Quantizer(n_lanes, self.raw_in_ram))
         pred = pipeline("predictor", Predictor(n_lanes, self.max_line, self.max_plane))
         syms = pipeline("symbols", SymbolStage(n_lanes, self.radius, ready_copies=1))
         huff = pipeline("huffman", HuffmanLanes(n_lanes, self.radius, self.max_code_len))
