@@ -79,9 +79,10 @@ _RADIUS = {1: 512, 2: 512, 4: 512, 8: 512, 16: 511}
 #: the 8-lane card still takes 0.997 beats per clock (README, ``top_throughput``).
 _PIECE_BITS = {8: 16, 16: 16}
 
-#: Lane counts whose quantizer holds its input bits in block RAM. At 16 lanes the placer ran
-#: out of slices with 90 % of the FFs in use, 23.6 k of them the quantizer's, most only passing
-#: a bit on; the delay lines take 7.7 k FFs off for 16 of the 21 block RAMs left.
+#: Lane counts whose quantizer holds its input bits in block RAM. At 16 lanes, with 90 % of
+#: the FFs in use (23.6 k of them the quantizer's, most only passing a bit on), the placer
+#: found no legal placement; the delay lines take 7.6 k FFs off (81 %) for 16 of the 21 block
+#: RAMs left. It still finds none: the logic cells (96 %) bind (docs/timing.md).
 _RAW_IN_RAM = {16}
 
 #: All named configurations, by name. ``smoke`` is the whole core with small line and plane
