@@ -480,7 +480,7 @@ class Quantizer(wiring.Component):
         Values per beat, one of 1, 2, 4, 8 or 16.
     raw_in_ram : bool
         Hold each value's input bits for the bound check in block RAM (one
-        :class:`~ceaz_hw.delay.DelayLine` per lane) instead of 15 stages of registers: 480
+        :class:`~ceaz_hw.delay.DelayLine` per lane) instead of 16 stages of registers: 478
         flip-flops fewer a lane for one DP16KD, the same outputs in every clock.
 
     Members
