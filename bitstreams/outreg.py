@@ -31,7 +31,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-__all__ = ["absorb_multiplier_registers", "absorb_output_registers", "top_module"]
+__all__ = ["absorb_multiplier_registers", "absorb_output_registers", "net_loads", "top_module"]
 
 #: Constant-bit markers in Yosys JSON connections.
 _ZERO, _ONE = "0", "1"
@@ -43,7 +43,7 @@ def top_module(netlist: dict) -> dict:
                 if module.get("attributes", {}).get("top"))
 
 
-def _loads(module: dict) -> dict[int, list[tuple[str, str]]]:
+def net_loads(module: dict) -> dict[int, list[tuple[str, str]]]:
     """For every net bit: the (cell, input port) pairs it drives; top-level outputs count as
     a load named ``None``."""
     loads: dict[int, list[tuple[str | None, str]]] = defaultdict(list)
@@ -154,7 +154,7 @@ def absorb_output_registers(netlist: dict) -> list[str]:
     """
     module = top_module(netlist)
     cells = module["cells"]
-    loads = _loads(module)
+    loads = net_loads(module)
     moved = []
     for name in sorted(cells):
         ram = cells.get(name)  # moved flip-flops are gone
@@ -202,7 +202,7 @@ def absorb_multiplier_registers(netlist: dict) -> list[str]:
     """
     module = top_module(netlist)
     cells = module["cells"]
-    loads = _loads(module)
+    loads = net_loads(module)
     moved = []
     for name in sorted(cells):
         mult = cells.get(name)

@@ -252,7 +252,7 @@ def test_a_real_yosys_multiplier(tmp_path):
     mult = cells[moved[0]]
     assert mult["parameters"]["REG_OUTPUT_CLK"] == "CLK0"
     assert mult["connections"]["CE0"] != ["1"]  # the register's enable came along
-    loads = outreg._loads(outreg.top_module(netlist))
+    loads = outreg.net_loads(outreg.top_module(netlist))
     product = [bit for port, bits in mult["connections"].items() if port.startswith("P")
                for bit in bits if isinstance(bit, int)]
     assert not any(cells[cell]["type"] == "TRELLIS_FF"
