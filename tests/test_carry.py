@@ -4,28 +4,12 @@ netlists."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
-from pathlib import Path
 
 import pytest
+from _bitstreams import load
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def _load(name):
-    """Import a module of bitstreams/ (a folder of scripts, not a package)."""
-    sys.path.insert(0, str(ROOT / "bitstreams"))
-    spec = importlib.util.spec_from_file_location(f"_bitstreams_{name}_carry",
-                                                  ROOT / "bitstreams" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-carry = _load("carry")
+carry = load("carry")
 
 HEAD = format(0x000A, "016b")  # LUT4 0 (with D = 1), LUT2 = A: the chain's own carry-in
 BIT = format(0x96AA, "016b")  # a bit of an adder: its carry out depends on CIN
@@ -96,7 +80,7 @@ def test_a_last_carry_that_is_read_stays():
 
 
 def test_the_flow_notices_cells_the_lut_mapping_dropped(tmp_path):
-    flow = _load("flow")
+    flow = load("flow")
     (tmp_path / flow.KEPT_LOG).write_text(
         "=== top ===\n\n     3   TRELLIS_FF\n     1   DP16KD\n     9   $_AND_\n\n"
         "=== design hierarchy ===\n\n     3   TRELLIS_FF\n     1   DP16KD\n")

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from _bitstreams import load
 
 ROOT = Path(__file__).resolve().parent.parent
 CARRY_MAP = ROOT / "bitstreams" / "ccu2c_alu.v"
@@ -90,20 +91,11 @@ def _prove(tmp_path, techmap, gold):
     assert "SAT proof finished - no model found: SUCCESS!" in result.stdout
 
 
-def _flow():
-    spec = importlib.util.spec_from_file_location("_bitstreams_flow_carry",
-                                                  ROOT / "bitstreams" / "flow.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_nextpnr_adds_no_carry_cells(tmp_path):
     """Adders with constant carry-ins (0 and 1), a sum of three terms (which Yosys's own
     techmap turns into adders) and comparisons, whose carry-out is the result: with
     synth_ecp5's map nextpnr adds a CCU2C before and after each such chain."""
-    flow = _flow()
+    flow = load("flow")
     (tmp_path / "adders.v").write_text("""
 module adders(input clk, input [11:0] a, b, input [8:0] c, d,
               output reg [12:0] sum, output reg [13:0] sum3, output reg [11:0] diff,
