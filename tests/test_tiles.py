@@ -38,6 +38,16 @@ def test_each_reset_net_takes_whole_tiles():
     ffs = [_ff(lsr=5) for _ in range(9)] + [_ff(lsr=6)] + [_ff(), _ff(lsr="0")]
     d = tiles.tile_demand(_netlist(ffs))
     assert (d["tile_classes"], d["tiles"], d["ideal_tiles"]) == (3, 4, 2)
+    # the classes of one FF (reset 6) and of two (no reset) fill no tile
+    assert (d["small_tile_classes"], d["ffs_in_small_classes"]) == (2, 3)
+
+
+def test_without_lsr_leaves_one_class_and_the_input_alone():
+    ffs = [_ff(lsr=5) for _ in range(9)] + [_ff(lsr=6, LSRMUX="INV")] + [_ff()]
+    netlist = _netlist(ffs)
+    stripped = tiles.without_lsr(netlist)
+    assert tiles.tile_demand(stripped)["tile_classes"] == 1
+    assert tiles.tile_demand(netlist)["tile_classes"] == 3
 
 
 def test_each_clock_enable_takes_whole_slices():
@@ -68,5 +78,9 @@ def test_cli_reports_the_bound_and_rejects_a_missing_file(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "at least 1 of 10455" in out
     assert "FFs whose D is another FF's Q: 0 of 3" in out
+    assert "1 clock/LSR classes hold fewer than 8 FFs (3 FFs)" in out
+    out_path = tmp_path / "nolsr.json"
+    assert tiles.main([str(path), "--without-lsr", str(out_path)]) == 0
+    assert tiles.tile_demand(json.loads(out_path.read_text()))["tile_classes"] == 1
     assert tiles.main([str(tmp_path / "missing.json")]) == 2
     assert "cannot read" in capsys.readouterr().err
