@@ -42,6 +42,8 @@ class Config:
     piece_bits: int | None = None
     #: The quantizer's input bits wait in block RAM, not registers (ceaz_hw.delay).
     raw_in_ram: bool = False
+    #: One reset register for every stage, so all their FFs share one reset class.
+    shared_reset: bool = False
 
     def __post_init__(self):
         if self.lanes not in (1, 2, 4, 8, 16):
@@ -82,14 +84,21 @@ _PIECE_BITS = {8: 16, 16: 16}
 #: Lane counts whose quantizer holds its input bits in block RAM. At 16 lanes, with 90 % of
 #: the FFs in use (23.6 k of them the quantizer's, most only passing a bit on), the placer
 #: found no legal placement; the delay lines take 7.6 k FFs off (81 %) for 16 of the 21 block
-#: RAMs left. It still finds none: the logic cells (96 %) bind (docs/timing.md).
+#: RAMs left. It still finds none (docs/timing.md).
 _RAW_IN_RAM = {16}
+
+#: Lane counts whose stages share one reset register. At 16 lanes (96 % of the logic cells)
+#: nextpnr places the core only if the stages' FFs share one reset (LSR) class, which an ECP5
+#: tile's eight FFs must have in common (docs/timing.md, "Sixteen lanes"). Smaller cores keep
+#: a register each: one net to every stage's FFs was the eight-lane worst path (top.py).
+_SHARED_RESET = {16}
 
 #: All named configurations, by name. ``smoke`` is the whole core with small line and plane
 #: buffers: it synthesises in minutes, so CI can afford it on every run.
 CONFIGS: dict[str, Config] = {
     **{f"lanes{n}": Config(f"lanes{n}", lanes=n, radius=_RADIUS[n], max_plane=_MAX_PLANE[n],
-                           piece_bits=_PIECE_BITS.get(n), raw_in_ram=n in _RAW_IN_RAM)
+                           piece_bits=_PIECE_BITS.get(n), raw_in_ram=n in _RAW_IN_RAM,
+                           shared_reset=n in _SHARED_RESET)
        for n in _MAX_PLANE},
     "smoke": Config("smoke", lanes=1, max_line=256, max_plane=1024),
 }
@@ -102,7 +111,8 @@ def _compressor(config: Config):
     return Compressor(lanes=config.lanes, radius=config.radius,
                       max_code_len=config.max_code_len, max_line=config.max_line,
                       max_plane=config.max_plane, max_sync=config.max_sync,
-                      piece_bits=config.piece_bits, raw_in_ram=config.raw_in_ram)
+                      piece_bits=config.piece_bits, raw_in_ram=config.raw_in_ram,
+                      shared_reset=config.shared_reset)
 
 
 def _quantizer(config: Config):

@@ -453,15 +453,16 @@ def _record(tb: TB) -> None:
 CONFIGS = [
     {"lanes": 1, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 14},
     # The escapes golden vector uses radius 16 and sync interval 50. Its escapes take the
-    # quantizer's input bits out of the block-RAM delay lines that 16 lanes build with.
+    # quantizer's input bits out of the block-RAM delay lines that 16 lanes build with, and
+    # its stages share one reset register, as at 16 lanes.
     {"lanes": 2, "radius": 16, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 14,
-     "raw_in_ram": True},
+     "raw_in_ram": True, "shared_reset": True},
     {"lanes": 4, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 15},
     # As the 8- and 16-lane builds (bitstreams/configs.py): the packer takes pieces of 16 bits.
     {"lanes": 8, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 15,
      "piece_bits": 16},
     {"lanes": 16, "radius": 512, "max_line": 512, "max_plane": 16384, "chunk_values": 1 << 16,
-     "piece_bits": 16, "raw_in_ram": True},
+     "piece_bits": 16, "raw_in_ram": True, "shared_reset": True},
 ]
 
 
@@ -471,7 +472,8 @@ def test_top(params, tmp_path):
     run_bench(
         lambda **p: Compressor(
             p["lanes"], p["radius"], max_line=p["max_line"], max_plane=p["max_plane"],
-            piece_bits=p.get("piece_bits"), raw_in_ram=p.get("raw_in_ram", False)),
+            piece_bits=p.get("piece_bits"), raw_in_ram=p.get("raw_in_ram", False),
+            shared_reset=p.get("shared_reset", False)),
         name="top", params=params, test_module=__name__,
         extra_env={"CEAZ_COUNT_FILE": str(counts)},
     )

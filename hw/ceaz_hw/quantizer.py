@@ -164,23 +164,30 @@ def _widen(m, value, shape):
 class _Stages:
     """Registers named values at successive pipeline boundaries and counts them.
 
-    The registers have no reset: they hold data, which ``_Datapath`` reads only behind the
-    valid flags it delays beside them (which do reset). So the partial products' registers can
-    become the multipliers' own output registers (``bitstreams/outreg.py``).
+    They hold data, which ``_Datapath`` reads only behind the valid flags it delays beside
+    them (which do reset), so they need no reset. With ``reset_data`` they take it all the
+    same: an ECP5 tile's eight FFs share one reset signal, and at 16 lanes nextpnr places the
+    core only if the stages' FFs share one reset class (docs/timing.md, "Sixteen lanes"); a
+    reset on a register costs no logic. The partial products' registers never have one, so
+    that they can become the multipliers' own output registers (``bitstreams/outreg.py``).
     """
 
-    def __init__(self, m):
+    def __init__(self, m, reset_data=False):
         self.m = m
         self.count = 0
+        self._reset_less = not reset_data
 
-    def next(self, **values):
-        """Close a stage: return a dict of registered copies of ``values``."""
+    def next(self, products=None, **values):
+        """Close a stage: return a dict of registered copies of ``values`` and of
+        ``products`` (a dict of multiplier outputs, registered without reset)."""
         self.count += 1
         out = {}
-        for name, value in values.items():
-            reg = Signal(value.shape(), name=f"s{self.count}_{name}", reset_less=True)
-            self.m.d.sync += reg.eq(value)
-            out[name] = reg
+        for reset_less, group in ((self._reset_less, values), (True, products or {})):
+            for name, value in group.items():
+                reg = Signal(value.shape(), name=f"s{self.count}_{name}",
+                             reset_less=reset_less)
+                self.m.d.sync += reg.eq(value)
+                out[name] = reg
         return out
 
 
@@ -204,12 +211,14 @@ class _Lane(wiring.Component):
     Every register advances every clock; the parent gates the whole datapath with an enable.
     With ``raw_in_ram`` the input bits wait for the bound check in a :class:`DelayLine`, and
     the stages before it carry only their sign (``raw`` is then one bit wide there).
+    ``reset_data`` as :class:`Quantizer`'s.
     """
 
     LATENCY = 24
 
-    def __init__(self, raw_in_ram=False):
+    def __init__(self, raw_in_ram=False, reset_data=False):
         self._raw_in_ram = raw_in_ram
+        self._reset_data = reset_data
         super().__init__({
             "x": In(32),
             "cfg": In(_Decoded),
@@ -218,7 +227,7 @@ class _Lane(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        st = _Stages(m)
+        st = _Stages(m, self._reset_data)
         cfg = self.cfg
         x = self.x
 
@@ -264,7 +273,7 @@ class _Lane(wiring.Component):
                     under=low | (~high & (w < 0)),
                     over55=~s["e0"] & (low | (~high & (w <= 0))),
                     shw=Mux(high, 62 - WINDOW, w)[:6],  # 0 .. 62 - WINDOW unless under
-                    **_partial_products(s["mx"], cfg.cm, 12, 16))
+                    products=_partial_products(s["mx"], cfg.cm, 12, 16))
 
         terms, lo = _sum_cross_terms(s, 12, 16)
         s = st.next(**keep(s, "raw", "fill", "tl", "under", "over55", "shw"), **terms)
@@ -323,7 +332,7 @@ class _Lane(wiring.Component):
         s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero", "room"),
                     nq=(s["nq"] << s["fine"])[:Q_BITS])
         s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero", "room"),
-                    **_partial_products(s["nq"], cfg.ms_n, 13, 12))
+                    products=_partial_products(s["nq"], cfg.ms_n, 13, 12))
 
         terms, lo = _sum_cross_terms(s, 13, 12)
         s = st.next(**keep(s, "raw", "fill", "tl", "q", "zero", "room"), **terms)
@@ -429,9 +438,10 @@ class _Datapath(wiring.Component):
     ``lane_domains[i]``, which the parent renames to ``sync``.
     """
 
-    def __init__(self, lanes, raw_in_ram=False):
+    def __init__(self, lanes, raw_in_ram=False, reset_data=False):
         self._lanes = lanes
         self._raw_in_ram = raw_in_ram
+        self._reset_data = reset_data
         self.lane_domains = [f"lane{i}" for i in range(lanes)]
         super().__init__({
             "x": In(beat(unsigned(32), lanes)),
@@ -446,7 +456,7 @@ class _Datapath(wiring.Component):
         x = Signal.like(self.x)
         valid = Signal()
         m.d.sync += [x.eq(self.x), valid.eq(self.x_valid)]
-        lanes = [_Lane(self._raw_in_ram) for _ in range(self._lanes)]
+        lanes = [_Lane(self._raw_in_ram, self._reset_data) for _ in range(self._lanes)]
         for i, lane in enumerate(lanes):
             m.submodules[f"lane{i}"] = DomainRenamer(self.lane_domains[i])(lane)
             m.d.comb += [lane.x.eq(x.lanes[i]), self.out.lanes[i].eq(lane.out)]
@@ -482,6 +492,10 @@ class Quantizer(wiring.Component):
         Hold each value's input bits for the bound check in block RAM (one
         :class:`~ceaz_hw.delay.DelayLine` per lane) instead of 16 stages of registers: 478
         flip-flops fewer a lane for one DP16KD, the same outputs in every clock.
+    reset_data : bool
+        Reset the data registers too, not only the valid flags (the multipliers' output
+        registers excepted): no logic, the same outputs, and every flip-flop of the lanes in
+        the stage's reset class (``_Stages``).
 
     Members
     -------
@@ -498,11 +512,12 @@ class Quantizer(wiring.Component):
         others but carry don't-care values.
     """
 
-    def __init__(self, lanes=1, raw_in_ram=False):
+    def __init__(self, lanes=1, raw_in_ram=False, reset_data=False):
         if lanes not in LANE_COUNTS:
             raise ValueError(f"lanes must be one of {LANE_COUNTS}, not {lanes!r}")
         self._lanes = lanes
         self._raw_in_ram = bool(raw_in_ram)
+        self._reset_data = bool(reset_data)
         super().__init__({
             "cfg": In(ConfigSignature),
             "i": In(stream.Signature(beat(unsigned(32), lanes))),
@@ -556,7 +571,7 @@ class Quantizer(wiring.Component):
             early = Signal.like(port, name=f"decoded_{name}_early")
             m.d.sync += [early.eq(value), port.eq(early)]
 
-        datapath = _Datapath(self._lanes, self._raw_in_ram)
+        datapath = _Datapath(self._lanes, self._raw_in_ram, self._reset_data)
         domains = datapath.lane_domains
         # A copy per lane, and one for ``i.ready``: the producer's handshake logic sits away
         # from the buffer (the level, routed to the input's ready and on into the top's

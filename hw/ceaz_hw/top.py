@@ -65,6 +65,12 @@ class Compressor(wiring.Component):
         The quantizer holds each value's input bits in block RAM rather than in registers
         (:class:`~ceaz_hw.quantizer.Quantizer`): fewer flip-flops, one DP16KD a lane, the
         same bytes.
+    shared_reset : bool
+        Every stage takes its reset from one register rather than one each, and the
+        quantizer's data registers take it too (``reset_data``): all the stages' flip-flops
+        then share one reset (LSR) class, which the 16-lane core needs to be placed
+        (docs/timing.md, "Sixteen lanes"), at the cost of a reset net that reaches them all.
+        The same bytes.
 
     The reset ``rst`` is registered once before it reaches the pipeline, so the core leaves
     reset on the clock after ``rst`` falls (AXI masters may start one clock after that edge
@@ -75,7 +81,7 @@ class Compressor(wiring.Component):
 
     def __init__(self, lanes=4, radius=fmt.DEFAULT_RADIUS, max_code_len=fmt.MAX_CODE_LEN,
                  max_line=fmt.DEFAULT_MAX_LINE, max_plane=fmt.DEFAULT_MAX_PLANE, max_sync=1024,
-                 piece_bits=None, raw_in_ram=False):
+                 piece_bits=None, raw_in_ram=False, shared_reset=False):
         if lanes not in LANE_COUNTS:
             raise ValueError(f"lanes must be one of {LANE_COUNTS}, not {lanes!r}")
         if not fmt.MIN_RADIUS <= radius <= fmt.MAX_RADIUS:
@@ -91,6 +97,7 @@ class Compressor(wiring.Component):
         self.max_line, self.max_plane, self.max_sync = max_line, max_plane, max_sync
         self.piece_bits = piece_bits
         self.raw_in_ram = raw_in_ram
+        self.shared_reset = shared_reset
         self.word_bits = word_bits(lanes)
         super().__init__({
             "s_axis": In(AXI4StreamSignature(32 * lanes)),
@@ -119,23 +126,35 @@ class Compressor(wiring.Component):
         # decoded write, OR-ed with the core's reset, fanned out to every stage's flops across
         # the die, was the eight-lane worst path at 3426cb9 (11.2 ns, 10.0 ns of it routing).
         # The stages stay in reset a clock after the core's reset too, before any bus write.
+        # With ``shared_reset`` one such register resets every stage (the class docstring).
         soft_reset = Signal()
         resetting = Signal(init=1)
         m.d.sync += resetting.eq(soft_reset)
+        shared = []
 
-        def pipeline(name, component):
-            """Stages lose their state (not their memories' contents) on a soft reset."""
+        def reset_register(name):
             stage_reset = Signal(init=1, name=f"{name}_reset", attrs={"keep": 1})
             # Equal to ``resetting`` in every clock, so the last term is always 0; it makes
             # each copy read its own output, so that no tool merges the copies into one flop.
             m.d.sync += stage_reset.eq(soft_reset | (stage_reset & ~resetting))
+            return stage_reset
+
+        def pipeline(name, component):
+            """Stages lose their state (not their memories' contents) on a soft reset."""
+            if not self.shared_reset:
+                stage_reset = reset_register(name)
+            else:
+                if not shared:
+                    shared.append(reset_register("stages"))
+                stage_reset = shared[0]
             domain = ClockDomain(name, local=True)
             m.domains += domain
             m.d.comb += [domain.clk.eq(ClockSignal("sync")), domain.rst.eq(stage_reset)]
             m.submodules[name] = DomainRenamer(name)(component)
             return component
 
-        quant = pipeline("quantizer", Quantizer(n_lanes, self.raw_in_ram))
+        quant = pipeline("quantizer", Quantizer(n_lanes, self.raw_in_ram,
+                                                reset_data=self.shared_reset))
         pred = pipeline("predictor", Predictor(n_lanes, self.max_line, self.max_plane))
         syms = pipeline("symbols", SymbolStage(n_lanes, self.radius, ready_copies=1))
         huff = pipeline("huffman", HuffmanLanes(n_lanes, self.radius, self.max_code_len))
