@@ -84,7 +84,7 @@ _PIECE_BITS = {8: 16, 16: 16}
 #: Lane counts whose quantizer holds its input bits in block RAM. At 16 lanes, with 90 % of
 #: the FFs in use (23.6 k of them the quantizer's, most only passing a bit on), the placer
 #: found no legal placement; the delay lines take 7.6 k FFs off (81 %) for 16 of the 21 block
-#: RAMs left. It still finds none (docs/timing.md).
+#: RAMs left. It still found none, until the stages shared one reset (below).
 _RAW_IN_RAM = {16}
 
 #: Lane counts whose stages share one reset register. At 16 lanes (96 % of the logic cells)
