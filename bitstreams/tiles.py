@@ -66,10 +66,11 @@ def tile_demand(netlist: dict) -> dict:
                     lsr is not None and p.get("SRMODE") == "ASYNC")
         slice_key = (_net(cell, "CE"), p.get("CEMUX", "CE"), p.get("GSR"))
         classes[tile_key][slice_key] += 1
-    ffs = sum(sum(ces.values()) for ces in classes.values())
+    sizes = [sum(ces.values()) for ces in classes.values()]
+    ffs = sum(sizes)
     tiles = sum(math.ceil(sum(math.ceil(n / 2) for n in ces.values()) / 4)
                 for ces in classes.values())
-    small = [sum(ces.values()) for ces in classes.values() if sum(ces.values()) < 8]
+    small = [n for n in sizes if n < 8]
     return {
         "ffs": ffs,
         "tile_classes": len(classes),

@@ -130,7 +130,6 @@ class Compressor(wiring.Component):
         soft_reset = Signal()
         resetting = Signal(init=1)
         m.d.sync += resetting.eq(soft_reset)
-        shared = []
 
         def reset_register(name):
             stage_reset = Signal(init=1, name=f"{name}_reset", attrs={"keep": 1})
@@ -139,14 +138,11 @@ class Compressor(wiring.Component):
             m.d.sync += stage_reset.eq(soft_reset | (stage_reset & ~resetting))
             return stage_reset
 
+        shared = reset_register("stages") if self.shared_reset else None
+
         def pipeline(name, component):
             """Stages lose their state (not their memories' contents) on a soft reset."""
-            if not self.shared_reset:
-                stage_reset = reset_register(name)
-            else:
-                if not shared:
-                    shared.append(reset_register("stages"))
-                stage_reset = shared[0]
+            stage_reset = shared if shared is not None else reset_register(name)
             domain = ClockDomain(name, local=True)
             m.domains += domain
             m.d.comb += [domain.clk.eq(ClockSignal("sync")), domain.rst.eq(stage_reset)]
