@@ -476,6 +476,9 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
             continue
         if row.get("placed") and not row.get("routed", True):
             name += " [placed, not routed: delays estimated]"
+            if not cp:  # this nextpnr reports no path after --no-route (lanes16, 4033ed9)
+                lines.append(f"- {name}: nextpnr reports no critical path before routing")
+                continue
         where = ", ".join(cp.get("sources", [])) or "n/a"
         lines.append(f"- {name}: {cp.get('delay_ns', 'n/a')} ns, "
                      f"`{cp.get('from', '?')}` -> `{cp.get('to', '?')}` ({where})")

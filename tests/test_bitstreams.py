@@ -178,6 +178,12 @@ def test_a_placed_only_row_gives_its_estimate_as_no_fmax(tmp_path):
     table = (tmp_path / "synth.md").read_text()
     assert "| placed, not routed (61.2 MHz estimated) | - |" in table
     assert "[placed, not routed: delays estimated]: 16.3 ns" in table
+    # What this nextpnr really gives after --no-route: no critical path at all.
+    flow.write_reports([{**row, "critical_path": {}}], {"tools": {}, "seed": 1, "freq": 200.0},
+                       tmp_path)
+    table = (tmp_path / "synth.md").read_text()
+    assert "delays estimated]: nextpnr reports no critical path before routing" in table
+    assert "`?`" not in table
     assert flow._parser().parse_args(["synth", "--place-only"]).place_only
     with pytest.raises(SystemExit):
         flow._parser().parse_args(["synth", "--place-only", "--pack-only"])
