@@ -189,6 +189,7 @@ def test_a_placed_only_row_gives_its_estimate_as_no_fmax(tmp_path):
         flow._parser().parse_args(["synth", "--place-only", "--pack-only"])
 
 
+@pytest.mark.synth
 def test_a_placed_only_run_takes_its_estimate_from_the_log(tmp_path):
     """With ``--no-route`` this nextpnr leaves ``fmax`` empty in its report and prints the
     estimate only in its log (lanes16 at dc7fa18 wrote no row for that reason). Real Yosys and
