@@ -474,11 +474,13 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
         if row.get("fmax_mhz") is None and not row.get("placed"):
             lines.append(f"- {name}: not placed ({_unplaced(row)})")
             continue
-        if row.get("placed") and not row.get("routed", True):
+        unrouted = row.get("placed") and not row.get("routed", True)
+        if unrouted:
             name += " [placed, not routed: delays estimated]"
-            if not cp:  # this nextpnr reports no path after --no-route (lanes16, 4033ed9)
-                lines.append(f"- {name}: nextpnr reports no critical path before routing")
-                continue
+        if not cp:  # this nextpnr reports none after --no-route (lanes16, 4033ed9)
+            lines.append(f"- {name}: nextpnr reports no critical path"
+                         + (" before routing" if unrouted else ""))
+            continue
         where = ", ".join(cp.get("sources", [])) or "n/a"
         lines.append(f"- {name}: {cp.get('delay_ns', 'n/a')} ns, "
                      f"`{cp.get('from', '?')}` -> `{cp.get('to', '?')}` ({where})")
