@@ -14,7 +14,9 @@ RAMs). At 65536 the buffer took 136 of the 208 block RAMs, and with 170 in use t
 the rest, across the whole die, set Fmax more than the logic did (76.9 to 98.2 MHz for one lane
 over RTL changes that did not touch the worst paths). What the smaller buffer costs is that 3-D
 chunks have fewer rows per plane (``cy = max_plane // cx``, docs/format.md): on the benchmark's
-fields the ratio moves by -6.4 % to +3.4 % (``bench/plane_buffer.py``, bench/plane_buffer.md).
+fields the ratio moves by -6.4 % to +3.4 % at 16384 and by -5.6 % to +6.5 % at 4096
+(``bench/plane_buffer.py``, bench/plane_buffer.md); chunks of one plane, as a card without a
+plane buffer would need, lose up to 66 %.
 A card built with a larger ``max_plane`` (``Compressor(max_plane=...)``) works with the same
 driver, which reads the card's limits from its registers.
 """
