@@ -253,6 +253,22 @@ def test_a_placement_that_nextpnr_gave_up_on_is_a_row_not_a_crash(tmp_path, monk
     assert "does not fit" not in table
 
 
+def test_a_tool_past_its_timeout_is_stopped_with_the_option_named(tmp_path):
+    flow = _load("flow")
+    with pytest.raises(flow.FlowError, match=r"timed out after 0 s \(raise it with --timeout\)"):
+        flow._run([sys.executable, "-c", "import time; time.sleep(30)"], tmp_path / "log",
+                  tmp_path, 0.2)
+
+
+def test_the_default_timeout_lets_every_committed_run_finish():
+    """The committed rows' commands name no --timeout, so the default must outlast each."""
+    flow = _load("flow")
+    rows = json.loads((ROOT / "bitstreams" / "reports" / "synth.json").read_text())["rows"]
+    longest = max(max(row["seconds"].values()) for row in rows)
+    assert longest > 3600  # the eight-lane core's nextpnr run, which the old hour stopped
+    assert flow._parser().parse_args(["synth"]).timeout > 1.5 * longest
+
+
 def test_a_row_routed_by_router2_says_so(tmp_path):
     """The router is part of what a row measured: anything but nextpnr's default is named."""
     flow = _load("flow")
