@@ -2,8 +2,8 @@
 
     python bitstreams/flow.py verilog [--config lanes1 ...] [--design top|quantizer] [--out DIR]
     python bitstreams/flow.py synth   [--config lanes1 ...] [--design top|quantizer] [--out DIR]
-                                      [--freq MHZ] [--seed N] [--router R] [--timeout S]
-                                      [--reports DIR]
+                                      [--freq MHZ] [--seed N] [--placer P] [--router R]
+                                      [--timeout S] [--reports DIR]
 
 ``synth`` runs Yosys (``synth_ecp5``) and nextpnr-ecp5 out of context on an LFE5U-85F
 (CABGA381), both as YoWASP WebAssembly builds, so the flow needs nothing but pip. nextpnr's
@@ -312,13 +312,15 @@ def _lost_cells(work: Path, design: str, netlist: str) -> dict[str, int]:
 
 def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, seed: int,
                timeout: float, place: bool = True, route: bool = True,
-               router: str = "router1", carry_map: bool = False) -> dict:
+               router: str = "router1", placer: str = "heap",
+               carry_map: bool = False) -> dict:
     """Verilog, Yosys and nextpnr for one configuration; the row of the report. With
     ``place=False`` nextpnr only packs: the row has the resources and no Fmax. With
     ``route=False`` it places and stops: the row has nextpnr's Fmax estimate after placement
     (``placed_fmax_mhz``), which is not an Fmax, and none in ``fmax_mhz``. ``router`` is
     nextpnr's router: its default, router1, had routed a quarter of the whole-field eight-lane
-    core's arcs after 25 minutes (177b6b0); with pieces it routed that core in 79 minutes."""
+    core's arcs after 25 minutes (177b6b0); with pieces it routed that core in 79 minutes.
+    ``placer`` is nextpnr's placer: its default, heap, or the electrostatic ``static``."""
     commit = source_commit()  # before elaborating: the sources may change during a long run
     verilog_path = write_verilog(config, design, out)
     work = verilog_path.parent
@@ -334,6 +336,7 @@ def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, s
     params = dataclasses.asdict(config)
     params.pop("name")
     row = {"design": design, "config": config.name, **params, "seed": seed, "router": router,
+           "placer": placer,
            "commit": commit, "lut_mapper": mapper, "ram_output_registers": len(moved),
            "multiplier_output_registers": len(multipliers),
            **({"carry_map": True, "carry_chain_ends_freed": chain_ends} if carry_map else {}),
@@ -353,7 +356,7 @@ def synthesise(config: configs.Config, design: str, out: Path, *, freq: float, s
         row.update({"resources": resources, "fmax_mhz": None, "gbytes_per_s": None,
                     "fits": True, "placed": False, "critical_path": {}})
     elif not _place_and_route(nextpnr, work, timeout, freq=freq, seed=seed, router=router,
-                              route=route):
+                              placer=placer, route=route):
         # Packed within the device, but the placer gave up: as much a result as an Fmax.
         row.update({"resources": resources, "fmax_mhz": None, "gbytes_per_s": None,
                     "fits": True, "placed": False, "placement_failed": True,
@@ -384,13 +387,13 @@ NO_LEGAL_PLACEMENT = re.compile(r"^ERROR: Unable to find legal placement for cel
 
 
 def _place_and_route(nextpnr: list, work: Path, timeout: float, *, freq: float, seed: int,
-                     router: str, route: bool) -> bool:
+                     router: str, route: bool, placer: str = "heap") -> bool:
     """nextpnr's placement (and routing, unless ``route`` is false) into ``report.json``;
     False if the placer found no legal placement, which on a nearly full device it may do
     after most of an hour (lanes16 at a7e5a18: 97 % of the LUT4s, 49 minutes)."""
     try:
-        _run([*nextpnr, "--freq", str(freq), "--seed", str(seed), "--router", router,
-              "--timing-allow-fail", "--report", "report.json",
+        _run([*nextpnr, "--freq", str(freq), "--seed", str(seed), "--placer", placer,
+              "--router", router, "--timing-allow-fail", "--report", "report.json",
               *([] if route else ["--no-route"])], work / "nextpnr.log", work, timeout)
     except FlowError:
         if NO_LEGAL_PLACEMENT.search((work / "nextpnr.log").read_text(errors="replace")):
@@ -469,6 +472,8 @@ def write_markdown(rows: list[dict], meta: dict, path: Path) -> None:
             name += f" (commit {row['commit']})"
         if row.get("lut_mapper") == "abc":
             name += " [mapped with classic ABC: ABC9 failed]"
+        if row.get("placer", "heap") != "heap":
+            name += f" [nextpnr {row['placer']} placer]"
         if row.get("router", "router1") != "router1":
             name += f" [nextpnr {row['router']}]"
         if row.get("ram_output_registers"):
@@ -577,6 +582,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--router", choices=["router1", "router2"], default="router1",
                         help="nextpnr's router (default: router1; router2 is an alternative "
                              "for the larger configurations)")
+    parser.add_argument("--placer", choices=["heap", "static"], default="heap",
+                        help="nextpnr's placer (default: heap; static, its electrostatic "
+                             "placer, is an alternative for the larger configurations)")
     parser.add_argument("--carry-map", action="store_true",
                         help="map adders with bitstreams/ccu2c_alu.v and free the chains' "
                              "ends (fewer logic cells; experimental: not the default)")
@@ -627,7 +635,8 @@ def main(argv: list[str] | None = None) -> int:
             row = synthesise(config, args.design, out, freq=args.freq, seed=args.seed,
                              timeout=args.timeout, place=not args.pack_only,
                              route=not args.place_only,
-                             router=args.router, carry_map=args.carry_map)
+                             router=args.router, placer=args.placer,
+                             carry_map=args.carry_map)
         except ImportError as exc:
             print(f"error: design {args.design!r} cannot be built yet: {exc}", file=sys.stderr)
             return 1

@@ -283,6 +283,20 @@ def test_a_row_routed_by_router2_says_so(tmp_path):
     assert "top lanes8 [nextpnr router2]" in (tmp_path / "synth.md").read_text()
 
 
+def test_a_row_placed_by_the_static_placer_says_so(tmp_path):
+    """So is the placer: a row placed by anything but nextpnr's default heap placer names it."""
+    flow = _load("flow")
+    assert flow._parser().parse_args(["synth"]).placer == "heap"
+    assert flow._parser().parse_args(["synth", "--placer", "static"]).placer == "static"
+    resources = {label: {"used": 10, "available": 100} for label in flow.RESOURCES.values()}
+    row = {"design": "top", "config": "lanes16", "lanes": 16, "radius": 511, "max_plane": 4096,
+           "resources": resources, "fmax_mhz": None, "gbytes_per_s": None, "fits": True,
+           "placed": True, "routed": False, "placed_fmax_mhz": 60.0, "placer": "static",
+           "critical_path": {}, "seconds": {"yosys": 1.0, "nextpnr": 2.0}, "command": "x"}
+    flow.write_reports([row], {"tools": {}, "seed": 1, "freq": 200.0}, tmp_path)
+    assert "top lanes16 [nextpnr static placer]" in (tmp_path / "synth.md").read_text()
+
+
 def test_units_are_named_after_the_registers_their_logic_feeds(tmp_path):
     """The per-unit breakdown: dotted prefixes give the unit, a carry cell counts as two LUT4,
     generated names are kept apart, and the markdown lists the units and the commit."""
