@@ -269,32 +269,24 @@ def test_the_default_timeout_lets_every_committed_run_finish():
     assert flow._parser().parse_args(["synth"]).timeout > 1.5 * longest
 
 
-def test_a_row_routed_by_router2_says_so(tmp_path):
-    """The router is part of what a row measured: anything but nextpnr's default is named."""
+@pytest.mark.parametrize(("option", "default", "chosen", "named"), [
+    ("router", "router1", "router2", "[nextpnr router2]"),
+    ("placer", "heap", "static", "[nextpnr static placer]"),
+])
+def test_a_row_names_a_router_or_placer_other_than_the_default(tmp_path, option, default,
+                                                              chosen, named):
+    """The router and the placer are part of what a row measured: any but nextpnr's default
+    is named beside the row's critical path."""
     flow = _load("flow")
-    assert flow._parser().parse_args(["synth"]).router == "router1"
-    assert flow._parser().parse_args(["synth", "--router", "router2"]).router == "router2"
+    assert getattr(flow._parser().parse_args(["synth"]), option) == default
+    assert getattr(flow._parser().parse_args(["synth", f"--{option}", chosen]), option) == chosen
     resources = {label: {"used": 10, "available": 100} for label in flow.RESOURCES.values()}
     row = {"design": "top", "config": "lanes8", "lanes": 8, "radius": 512, "max_plane": 16384,
            "resources": resources, "fmax_mhz": 90.0, "gbytes_per_s": 2.88, "fits": True,
-           "router": "router2", "critical_path": {"delay_ns": 11.1, "from": "a", "to": "b"},
+           option: chosen, "critical_path": {"delay_ns": 11.1, "from": "a", "to": "b"},
            "seconds": {"yosys": 1.0, "nextpnr": 2.0}, "command": "x"}
     flow.write_reports([row], {"tools": {}, "seed": 1, "freq": 200.0}, tmp_path)
-    assert "top lanes8 [nextpnr router2]" in (tmp_path / "synth.md").read_text()
-
-
-def test_a_row_placed_by_the_static_placer_says_so(tmp_path):
-    """So is the placer: a row placed by anything but nextpnr's default heap placer names it."""
-    flow = _load("flow")
-    assert flow._parser().parse_args(["synth"]).placer == "heap"
-    assert flow._parser().parse_args(["synth", "--placer", "static"]).placer == "static"
-    resources = {label: {"used": 10, "available": 100} for label in flow.RESOURCES.values()}
-    row = {"design": "top", "config": "lanes16", "lanes": 16, "radius": 511, "max_plane": 4096,
-           "resources": resources, "fmax_mhz": None, "gbytes_per_s": None, "fits": True,
-           "placed": True, "routed": False, "placed_fmax_mhz": 60.0, "placer": "static",
-           "critical_path": {}, "seconds": {"yosys": 1.0, "nextpnr": 2.0}, "command": "x"}
-    flow.write_reports([row], {"tools": {}, "seed": 1, "freq": 200.0}, tmp_path)
-    assert "top lanes16 [nextpnr static placer]" in (tmp_path / "synth.md").read_text()
+    assert f"top lanes8 {named}" in (tmp_path / "synth.md").read_text()
 
 
 def test_units_are_named_after_the_registers_their_logic_feeds(tmp_path):
